@@ -1,0 +1,44 @@
+# Crucible: `make run` to use it, `make test` to check it. Both set up first.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt | sha256sum | cut -c1-12)
+export HF_HUB_OFFLINE := 1
+export DJANGO_SETTINGS_MODULE := webapp.settings
+
+.PHONY: setup system-packages run test lint bench
+
+setup: system-packages $(STAMP)
+	@$(BIN)/python manage.py migrate --no-input -v0
+
+# System packages: installed only when missing and only when we may (root).
+SYSTEM_NEEDS := bwrap:bubblewrap redis-server:redis-server chromium:chromium git:git
+system-packages:
+	@missing=""; for pair in $(SYSTEM_NEEDS); do cmd=$${pair%%:*}; pkg=$${pair##*:}; \
+	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing system packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	  else echo "warning: missing system packages:$$missing (install them, or run make as root)"; fi; \
+	fi
+
+$(STAMP): requirements/lock.txt
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@echo "installing Python dependencies into $(VENV)"
+	@$(BIN)/pip install -q --disable-pip-version-check -r requirements/lock.txt
+	@rm -f $(VENV)/.installed-* && touch $@
+
+run: setup
+	@bash scripts/run.sh
+
+test: setup
+	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: setup
+	@$(BIN)/ruff check .
+	@$(BIN)/mypy .
+
+bench: setup
+	@$(BIN)/python -m bench $(BENCH_ARGS)

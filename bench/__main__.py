@@ -1,0 +1,40 @@
+"""`make bench`: run the benchmarks and write var/bench/<name>.json.
+
+    python -m bench              # every benchmark
+    python -m bench jsonl_io     # only these
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from bench import jsonl_io
+
+BENCHES = {"jsonl_io": jsonl_io.run}
+OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("names", nargs="*", default=[], help=f"some of: {', '.join(BENCHES)}")
+    args = parser.parse_args()
+    unknown = [n for n in args.names if n not in BENCHES]
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(unknown)}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    for name in args.names or list(BENCHES):
+        started = time.time()
+        result = BENCHES[name]()
+        result.update({"bench": name, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "wall_s": round(time.time() - started, 1)})
+        (OUT / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        print(f"{name}: {json.dumps(result.get('summary', result))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sandboxed execution for agents and verifiers. Plain Python: imports nothing from Django."""

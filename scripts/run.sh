@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Starts what Crucible needs: Redis (when none answers), a Celery worker, the web server.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+HOST=${HOST:-127.0.0.1}
+PORT=${PORT:-8000}
+REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
+export REDIS_URL
+mkdir -p var/log
+
+if ! $BIN/python - "$REDIS_URL" <<'PY' 2>/dev/null
+import sys, redis
+redis.Redis.from_url(sys.argv[1], socket_connect_timeout=1).ping()
+PY
+then
+  port=$($BIN/python -c "import sys,urllib.parse as u; print(u.urlparse(sys.argv[1]).port or 6379)" "$REDIS_URL")
+  echo "starting a private Redis on 127.0.0.1:$port"
+  redis-server --port "$port" --bind 127.0.0.1 --daemonize yes --save "" --appendonly no \
+    --dir "$PWD/var" --logfile "$PWD/var/log/redis.log" --pidfile "$PWD/var/redis.pid"
+  for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+fi
+
+$BIN/python manage.py seed_demo > var/log/seed.txt
+login=$(grep '^login:' var/log/seed.txt | sed 's/^login: //')
+
+$BIN/celery -A webapp worker -Q default,rollouts,rewards,training --concurrency 2 \
+  --loglevel INFO --logfile var/log/celery.log &
+worker=$!
+trap 'kill $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT INT TERM
+
+echo
+echo "  Crucible is at http://$HOST:$PORT/"
+echo "  login: $login   (also: reviewer / researcher, same password)"
+echo "  logs: var/log/  ·  stop with Ctrl-C"
+echo
+$BIN/daphne -b "$HOST" -p "$PORT" webapp.asgi:application

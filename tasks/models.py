@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from django.db import models
+
+
+class TaskSuite(models.Model):
+    class Split(models.TextChoices):
+        TRAIN = "train"
+        EVAL = "eval"
+        ADVERSARIAL = "adversarial"
+
+    name = models.SlugField(max_length=100, unique=True)
+    split = models.CharField(max_length=16, choices=Split.choices, default=Split.TRAIN)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Task(models.Model):
+    """One executable coding task in the task-directory format of DESIGN.md."""
+
+    class Source(models.TextChoices):
+        HANDWRITTEN = "handwritten"
+        ISSUE_PR = "issue_pr"
+        GIT_HISTORY = "git_history"
+        SYNTHETIC_MUTATION = "synthetic_mutation"
+        ERROR_LOG = "error_log"
+
+    class Validation(models.TextChoices):
+        UNVALIDATED = "unvalidated"
+        VALID = "valid"
+        FLAKY = "flaky"
+        INVALID = "invalid"
+
+    task_id = models.CharField(max_length=200, unique=True)
+    suite = models.ForeignKey(TaskSuite, on_delete=models.PROTECT, related_name="tasks")
+    statement = models.TextField()
+    source = models.CharField(max_length=32, choices=Source.choices, default=Source.HANDWRITTEN)
+    repo = models.CharField(max_length=200, blank=True)
+    base_commit = models.CharField(max_length=64, blank=True)
+    license = models.CharField(max_length=100, blank=True)
+    test_command = models.CharField(max_length=1000, default="python -m pytest -q")
+    tests_dest = models.CharField(max_length=500, default="tests")
+    fail_to_pass = models.JSONField(default=list, blank=True)
+    pass_to_pass = models.JSONField(default=list, blank=True)
+    visible_tests = models.JSONField(default=list, blank=True)
+    timeout_seconds = models.PositiveIntegerField(default=120)
+    max_steps = models.PositiveIntegerField(default=30)
+    difficulty = models.CharField(max_length=32, blank=True)
+    tags = models.JSONField(default=list, blank=True)
+    # metadata.json as given, unknown keys included, so an export loses nothing.
+    metadata = models.JSONField(default=dict, blank=True)
+    expected_patch = models.TextField(blank=True)
+    # Content hashes of trees kept in the blob store under var/ (see tasks.storage).
+    snapshot_hash = models.CharField(max_length=80)
+    tests_hash = models.CharField(max_length=80)
+    snapshot_files = models.JSONField(default=list, blank=True)  # [[path, size], ...]
+    tests_files = models.JSONField(default=list, blank=True)
+    version = models.CharField(max_length=80, db_index=True)
+    validation_status = models.CharField(
+        max_length=16, choices=Validation.choices, default=Validation.UNVALIDATED, db_index=True
+    )
+    validation_report = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["task_id"]
+        indexes = [models.Index(fields=["suite", "task_id"])]
+
+    def __str__(self) -> str:
+        return self.task_id

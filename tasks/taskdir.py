@@ -1,0 +1,157 @@
+"""Reading and checking a task directory (DESIGN.md "Task format"), without writing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tasks.models import Task
+from tasks.storage import TreeError, hash_tree
+
+TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+MAX_STATEMENT_BYTES = 1 << 20
+MAX_PATCH_BYTES = 16 << 20
+
+# metadata.json field -> (expected type, default). Unknown keys are kept verbatim.
+_STR_FIELDS = ("repo", "base_commit", "license", "test_command", "tests_dest", "difficulty")
+_LIST_FIELDS = ("fail_to_pass", "pass_to_pass", "visible_tests", "tags")
+_INT_FIELDS = ("timeout_seconds", "max_steps")
+
+
+class TaskDirError(ValueError):
+    """A task directory that cannot be imported; the message names the directory."""
+
+
+@dataclass
+class TaskDir:
+    path: Path
+    task_id: str
+    statement: str
+    metadata: dict[str, Any]
+    expected_patch: str
+    snapshot_dir: Path
+    tests_dir: Path
+    snapshot_hash: str = ""
+    tests_hash: str = ""
+    snapshot_files: list[list[object]] = field(default_factory=list)
+    tests_files: list[list[object]] = field(default_factory=list)
+
+    @property
+    def version(self) -> str:
+        return task_version(self.statement, self.metadata, self.expected_patch, self.snapshot_hash, self.tests_hash)
+
+    def model_fields(self) -> dict[str, Any]:
+        meta = self.metadata
+        fields: dict[str, Any] = {
+            "statement": self.statement,
+            "source": meta.get("source", Task.Source.HANDWRITTEN),
+            "metadata": meta,
+            "expected_patch": self.expected_patch,
+            "snapshot_hash": self.snapshot_hash,
+            "tests_hash": self.tests_hash,
+            "snapshot_files": self.snapshot_files,
+            "tests_files": self.tests_files,
+            "version": self.version,
+        }
+        for name in (*_STR_FIELDS, *_LIST_FIELDS, *_INT_FIELDS):
+            if name in meta:
+                fields[name] = meta[name]
+        return fields
+
+
+def task_version(statement: str, metadata: dict[str, Any], patch: str, snapshot_hash: str, tests_hash: str) -> str:
+    canonical = json.dumps(
+        {"statement": statement, "metadata": metadata, "expected_patch": patch,
+         "snapshot": snapshot_hash, "tests": tests_hash},
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+    )
+    return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def is_task_dir(path: Path) -> bool:
+    return (path / "task.md").is_file() or (path / "metadata.json").is_file()
+
+
+def find_task_dirs(path: Path) -> list[Path]:
+    if not path.exists():
+        raise TaskDirError(f"{path}: no such file or directory")
+    if not path.is_dir():
+        raise TaskDirError(f"{path}: not a task directory or a folder of task directories")
+    if is_task_dir(path):
+        return [path]
+    found = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not found:
+        raise TaskDirError(f"{path}: holds no task directories")
+    return found
+
+
+def _read_text(path: Path, limit: int, what: str) -> str:
+    if path.stat().st_size > limit:
+        raise TaskDirError(f"{path}: {what} is larger than {limit} bytes")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskDirError(f"{path}: {what} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
+    if not isinstance(meta, dict):
+        raise TaskDirError(f"{where}: metadata.json must hold a JSON object")
+    task_id = meta.get("task_id")
+    if not isinstance(task_id, str) or not TASK_ID_RE.match(task_id):
+        raise TaskDirError(
+            f"{where}: metadata.json task_id must be a string of letters, digits, '_', '.', '-' (got {task_id!r})"
+        )
+    if "source" in meta and meta["source"] not in Task.Source.values:
+        raise TaskDirError(f"{where}: metadata.json source {meta['source']!r} is not one of {', '.join(Task.Source.values)}")
+    for name in _STR_FIELDS:
+        if name in meta and not isinstance(meta[name], str):
+            raise TaskDirError(f"{where}: metadata.json {name} must be a string")
+    for name in _LIST_FIELDS:
+        if name in meta and not (isinstance(meta[name], list) and all(isinstance(x, str) for x in meta[name])):
+            raise TaskDirError(f"{where}: metadata.json {name} must be a list of strings")
+    for name in _INT_FIELDS:
+        value = meta.get(name)
+        if name in meta and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise TaskDirError(f"{where}: metadata.json {name} must be a positive integer")
+    dest = meta.get("tests_dest", "tests")
+    if dest.startswith("/") or ".." in Path(dest).parts or not dest.strip():
+        raise TaskDirError(f"{where}: metadata.json tests_dest must be a relative path inside the repository")
+    return meta
+
+
+def read_task_dir(path: Path) -> TaskDir:
+    """Parse and check one task directory; hashes its trees but writes nothing."""
+    statement_path = path / "task.md"
+    if not statement_path.is_file():
+        raise TaskDirError(f"{path}: task.md is missing")
+    meta_path = path / "metadata.json"
+    if not meta_path.is_file():
+        raise TaskDirError(f"{path}: metadata.json is missing")
+    try:
+        raw_meta = json.loads(_read_text(meta_path, 1 << 20, "metadata.json"))
+    except json.JSONDecodeError as exc:
+        raise TaskDirError(f"{path}: metadata.json is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    meta = check_metadata(raw_meta, path)
+    statement = _read_text(statement_path, MAX_STATEMENT_BYTES, "task.md")
+    if not statement.strip():
+        raise TaskDirError(f"{path}: task.md is empty")
+    snapshot_dir, tests_dir = path / "repo_snapshot", path / "tests"
+    for d in (snapshot_dir, tests_dir):
+        if not d.is_dir():
+            raise TaskDirError(f"{path}: {d.name}/ is missing")
+    patch_path = path / "expected_patch"
+    patch = _read_text(patch_path, MAX_PATCH_BYTES, "expected_patch") if patch_path.is_file() else ""
+    task = TaskDir(path, meta["task_id"], statement, meta, patch, snapshot_dir, tests_dir)
+    try:
+        task.snapshot_hash, task.snapshot_files = hash_tree(snapshot_dir)
+        task.tests_hash, task.tests_files = hash_tree(tests_dir)
+    except TreeError as exc:
+        raise TaskDirError(f"{path}: {exc}") from None
+    if not task.tests_files:
+        raise TaskDirError(f"{path}: tests/ holds no hidden tests")
+    return task

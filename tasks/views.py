@@ -1,0 +1,65 @@
+from __future__ import annotations
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import TextLexer, guess_lexer_for_filename
+from pygments.util import ClassNotFound
+
+from tasks.models import Task, TaskSuite
+from tasks.queries import file_tree, suites_with_counts
+from tasks.storage import TreeError, read_tree_file
+from webapp.permissions import role_required
+
+MAX_FILE_VIEW = 512 * 1024
+
+
+@role_required()
+def suite_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "tasks/suite_list.html", {"suites": suites_with_counts()})
+
+
+@role_required()
+def suite_detail(request: HttpRequest, suite: str) -> HttpResponse:
+    suite_obj = get_object_or_404(TaskSuite, name=suite)
+    tasks = suite_obj.tasks.order_by("task_id")
+    return render(request, "tasks/suite_detail.html", {"suite": suite_obj, "tasks": tasks})
+
+
+@role_required()
+def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
+    task = get_object_or_404(Task.objects.select_related("suite"), suite__name=suite, task_id=task_id)
+    recent = task.trajectories.order_by("-created_at", "-id")[:20]
+    return render(
+        request,
+        "tasks/task_detail.html",
+        {"task": task, "tree": file_tree(task.snapshot_files), "tests_tree": file_tree(task.tests_files),
+         "trajectories": recent},
+    )
+
+
+@role_required()
+def task_file(request: HttpRequest, suite: str, task_id: str, file_path: str) -> HttpResponse:
+    task = get_object_or_404(Task.objects.select_related("suite"), suite__name=suite, task_id=task_id)
+    known = {str(entry[0]) for entry in task.snapshot_files}
+    if file_path not in known:
+        raise Http404("No such file in the snapshot.")
+    try:
+        data = read_tree_file(task.snapshot_hash, file_path, MAX_FILE_VIEW + 1)
+    except TreeError:
+        raise Http404("The snapshot is missing from the store.") from None
+    truncated = len(data) > MAX_FILE_VIEW
+    text = data[:MAX_FILE_VIEW].decode("utf-8", "replace")
+    try:
+        lexer = guess_lexer_for_filename(file_path, text)
+    except ClassNotFound:
+        lexer = TextLexer()
+    # Pygments escapes the source; its output is the only HTML on this page not
+    # produced by the template engine.
+    code = highlight(text, lexer, HtmlFormatter(linenos="table", cssclass="code"))
+    return render(
+        request,
+        "tasks/task_file.html",
+        {"task": task, "path": file_path, "code": code, "truncated": truncated},
+    )

@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from tasks.models import TaskSuite
+from tasks.services import import_task_dirs
+from tests.factories import PASSWORD, UserFactory
+from trajectories.services import import_trajectories
+
+REPO = Path(__file__).resolve().parent.parent
+DEMO = REPO / "demo"
+
+
+@pytest.fixture
+def admin_user(db: None) -> User:
+    return UserFactory.create(username="alice-admin", role="admin")
+
+
+@pytest.fixture
+def researcher(db: None) -> User:
+    return UserFactory.create(username="rita-researcher", role="researcher")
+
+
+@pytest.fixture
+def reviewer(db: None) -> User:
+    return UserFactory.create(username="rob-reviewer", role="reviewer")
+
+
+@pytest.fixture
+def outsider(db: None) -> User:
+    return UserFactory.create(username="oscar-outsider")
+
+
+def client_for(user: User) -> Client:
+    client = Client()
+    assert client.login(username=user.username, password=PASSWORD)
+    return client
+
+
+@pytest.fixture
+def reviewer_client(reviewer: User) -> Client:
+    return client_for(reviewer)
+
+
+@pytest.fixture
+def demo_suite(db: None) -> TaskSuite:
+    import_task_dirs(DEMO / "tasks", "demo", "train")
+    import_trajectories(DEMO / "trajectories.jsonl")
+    return TaskSuite.objects.get(name="demo")
+
+
+@pytest.fixture
+def task_dir(tmp_path: Path) -> Path:
+    """A private copy of the guide's example task, free to be broken by a test."""
+    dest = tmp_path / "task_0001"
+    shutil.copytree(DEMO / "tasks" / "task_0001", dest)
+    return dest

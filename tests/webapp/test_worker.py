@@ -1,0 +1,49 @@
+"""A real Celery worker process, on the real Redis broker and the test database."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from tests.conftest import DEMO, REPO
+from trajectories.jobs import import_trajectories_job
+from trajectories.models import Trajectory
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def worker() -> Iterator[subprocess.Popen[bytes]]:
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
+           "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "default", "--pool", "solo",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_a_worker_runs_a_background_import(worker: subprocess.Popen[bytes]) -> None:
+    assert settings.CELERY_BROKER_URL.endswith("/13")
+    started = time.monotonic()
+    result = import_trajectories_job.delay(str(DEMO / "trajectories.jsonl"))
+    counts = result.get(timeout=90)
+    assert worker.poll() is None, worker.stderr.read().decode() if worker.stderr else ""
+    assert counts["created"] == Trajectory.objects.count() > 0
+    assert counts["steps"] > 0
+    # Running the job again (a retry after a crash) adds nothing.
+    assert import_trajectories_job.delay(str(DEMO / "trajectories.jsonl")).get(timeout=60)["created"] == 0
+    assert time.monotonic() - started < 90

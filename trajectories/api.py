@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import serializers, viewsets
+
+from tasks.models import TaskSuite
+from trajectories.models import Step, Trajectory
+from trajectories.queries import TrajectoryFilter
+
+
+class StepSerializer(serializers.ModelSerializer[Step]):
+    class Meta:
+        model = Step
+        fields = [
+            "step", "action_type", "action_input", "observation", "observation_truncated", "thought", "reward",
+            "reward_breakdown", "timestamp", "duration_ms", "exit_code",
+        ]
+
+
+class TrajectorySerializer(serializers.ModelSerializer[Trajectory]):
+    task_id = serializers.CharField(source="task_ref")
+    suite: serializers.SlugRelatedField[TaskSuite] = serializers.SlugRelatedField(slug_field="name", read_only=True)
+
+    class Meta:
+        model = Trajectory
+        fields = [
+            "trajectory_id", "schema_version", "task_id", "suite", "task_version", "base_commit", "prompt",
+            "policy", "sandbox", "patch", "final_reward", "success", "termination", "flags", "source",
+            "step_count", "created_at",
+        ]
+
+
+class TrajectoryDetailSerializer(TrajectorySerializer):
+    steps = StepSerializer(many=True, read_only=True)
+
+    class Meta(TrajectorySerializer.Meta):
+        fields = [*TrajectorySerializer.Meta.fields, "steps"]
+
+
+class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet[Trajectory]):
+    lookup_field = "trajectory_id"
+    filterset_class = TrajectoryFilter
+
+    def get_queryset(self) -> QuerySet[Trajectory]:
+        qs = Trajectory.objects.select_related("suite")
+        if self.action == "retrieve":
+            return qs.prefetch_related("steps")
+        return qs
+
+    def get_serializer_class(self) -> Any:
+        return TrajectoryDetailSerializer if self.action == "retrieve" else TrajectorySerializer

@@ -1,0 +1,265 @@
+"""The trajectory JSONL record (DESIGN.md): checking one record and writing one back.
+
+Plain Python, no Django: a trainer or a remote worker can read and write the format
+with the same rules. Every error names the line and the field, since records come
+from agents and other tools and are treated as hostile.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any, NotRequired, TypedDict
+
+import orjson
+
+SCHEMA_VERSION = 1
+ACTION_TYPES = frozenset({"read_file", "write_file", "edit_file", "run_command", "search", "run_tests", "submit"})
+TERMINATIONS = frozenset({"submitted", "max_steps", "timeout", "error", ""})
+SOURCES = frozenset({"online", "offline", "distilled", "imported"})
+# Fixed namespace: a record without a trajectory_id gets the same id every time it
+# is imported, which is what makes re-importing a file add nothing.
+ID_NAMESPACE = uuid.UUID("6f1c7d0e-3b1a-5c44-9a53-8a4f0f0c1e2d")
+
+TOP_KEYS = frozenset({
+    "schema_version", "trajectory_id", "task_id", "task_version", "base_commit", "prompt", "policy",
+    "sandbox", "steps", "patch", "final_reward", "success", "termination", "flags", "source", "created_at",
+})
+STEP_KEYS = frozenset({
+    "step", "action_type", "action_input", "observation", "observation_truncated", "thought", "reward",
+    "reward_breakdown", "timestamp", "duration_ms", "exit_code",
+})
+
+
+class StepRecord(TypedDict):
+    step: int
+    action_type: str
+    action_input: Any
+    observation: str
+    observation_truncated: bool
+    thought: str
+    reward: float | None
+    reward_breakdown: dict[str, Any]
+    timestamp: str | None
+    duration_ms: float | None
+    exit_code: int | None
+
+
+class TrajectoryRecord(TypedDict):
+    schema_version: int
+    trajectory_id: str
+    task_id: str
+    task_version: str
+    base_commit: str
+    prompt: str
+    policy: dict[str, Any]
+    sandbox: dict[str, Any]
+    steps: list[StepRecord]
+    patch: str
+    final_reward: float | None
+    success: bool | None
+    termination: str
+    flags: list[Any]
+    source: str
+    created_at: str
+    extra: NotRequired[dict[str, Any]]
+
+
+class RecordError(ValueError):
+    def __init__(self, lineno: int, message: str) -> None:
+        super().__init__(f"line {lineno}: {message}")
+        self.lineno = lineno
+
+
+def parse_time(value: Any, lineno: int, where: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise RecordError(lineno, f"{where} must be an ISO-8601 string")
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise RecordError(lineno, f"{where} {value[:40]!r} is not an ISO-8601 time") from None
+    # A naive time is taken as UTC, which is what the guide's examples mean.
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def format_time(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    value = value.astimezone(UTC)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}"
+    return text + "Z"
+
+
+def _number(value: Any, lineno: int, where: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RecordError(lineno, f"{where} must be a number or null")
+    return float(value)
+
+
+def _string(value: Any, lineno: int, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise RecordError(lineno, f"{where} must be a string")
+    return value
+
+
+def _object(value: Any, lineno: int, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RecordError(lineno, f"{where} must be an object")
+    return value
+
+
+def check_step(raw: Any, index: int, lineno: int) -> dict[str, Any]:
+    where = f"steps[{index}]"
+    if not isinstance(raw, dict):
+        raise RecordError(lineno, f"{where} must be an object")
+    number = raw.get("step", index + 1)
+    if isinstance(number, bool) or not isinstance(number, int) or number < 0:
+        raise RecordError(lineno, f"{where}.step must be a non-negative integer")
+    action_type = raw.get("action_type")
+    if action_type not in ACTION_TYPES:
+        raise RecordError(
+            lineno, f"{where}.action_type {str(action_type)[:40]!r} is not one of {', '.join(sorted(ACTION_TYPES))}"
+        )
+    exit_code = raw.get("exit_code")
+    if exit_code is not None and (isinstance(exit_code, bool) or not isinstance(exit_code, int)):
+        raise RecordError(lineno, f"{where}.exit_code must be an integer or null")
+    truncated = raw.get("observation_truncated", False)
+    if not isinstance(truncated, bool):
+        raise RecordError(lineno, f"{where}.observation_truncated must be true or false")
+    action_input = raw.get("action_input")
+    if not (action_input is None or isinstance(action_input, (str, dict, list))):
+        raise RecordError(lineno, f"{where}.action_input must be a string, an object or a list")
+    return {
+        "step": number,
+        "action_type": action_type,
+        "action_input": action_input,
+        "observation": _string(raw.get("observation"), lineno, f"{where}.observation"),
+        "observation_truncated": truncated,
+        "thought": _string(raw.get("thought"), lineno, f"{where}.thought"),
+        "reward": _number(raw.get("reward"), lineno, f"{where}.reward"),
+        "reward_breakdown": _object(raw.get("reward_breakdown"), lineno, f"{where}.reward_breakdown"),
+        "timestamp": parse_time(raw.get("timestamp"), lineno, f"{where}.timestamp"),
+        "duration_ms": _number(raw.get("duration_ms"), lineno, f"{where}.duration_ms"),
+        "exit_code": exit_code,
+        "extra": {k: v for k, v in raw.items() if k not in STEP_KEYS},
+    }
+
+
+def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:
+    """Validate one decoded record; returns the trajectory's fields with `steps` checked."""
+    if not isinstance(raw, dict):
+        raise RecordError(lineno, "a trajectory must be a JSON object")
+    task_id = raw.get("task_id")
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 200:
+        raise RecordError(lineno, "task_id is missing or not a non-empty string (at most 200 characters)")
+    version = raw.get("schema_version", SCHEMA_VERSION)
+    if version != SCHEMA_VERSION:
+        raise RecordError(lineno, f"schema_version {version!r} is not supported (this is version {SCHEMA_VERSION})")
+    raw_id = raw.get("trajectory_id")
+    if raw_id is None:
+        trajectory_id = uuid.uuid5(ID_NAMESPACE, line.strip().decode("utf-8", "replace"))
+    else:
+        try:
+            trajectory_id = uuid.UUID(str(raw_id))
+        except ValueError:
+            raise RecordError(lineno, f"trajectory_id {str(raw_id)[:60]!r} is not a UUID") from None
+    steps_raw = raw.get("steps", [])
+    if not isinstance(steps_raw, list):
+        raise RecordError(lineno, "steps must be a list")
+    steps = [check_step(s, i, lineno) for i, s in enumerate(steps_raw)]
+    numbers = [s["step"] for s in steps]
+    if len(set(numbers)) != len(numbers):
+        raise RecordError(lineno, "two steps share the same step number")
+    success = raw.get("success")
+    if success is not None and not isinstance(success, bool):
+        raise RecordError(lineno, "success must be true, false or null")
+    termination = _string(raw.get("termination"), lineno, "termination")
+    if termination not in TERMINATIONS:
+        raise RecordError(lineno, f"termination {termination[:40]!r} is not one of {', '.join(sorted(TERMINATIONS - {''}))}")
+    source = _string(raw.get("source"), lineno, "source") or "imported"
+    if source not in SOURCES:
+        raise RecordError(lineno, f"source {source[:40]!r} is not one of {', '.join(sorted(SOURCES))}")
+    flags = raw.get("flags", [])
+    if not isinstance(flags, list):
+        raise RecordError(lineno, "flags must be a list")
+    policy = _object(raw.get("policy"), lineno, "policy")
+    kind, model = policy.get("kind", ""), policy.get("model", "")
+    if not isinstance(kind, str) or not isinstance(model, str):
+        raise RecordError(lineno, "policy.kind and policy.model must be strings")
+    return {
+        "trajectory_id": trajectory_id,
+        "schema_version": SCHEMA_VERSION,
+        "task_ref": task_id,
+        "task_version": _string(raw.get("task_version"), lineno, "task_version")[:80],
+        "base_commit": _string(raw.get("base_commit"), lineno, "base_commit")[:64],
+        "prompt": _string(raw.get("prompt"), lineno, "prompt"),
+        "policy": policy,
+        "policy_kind": kind[:32],
+        "policy_model": model[:300],
+        "sandbox": _object(raw.get("sandbox"), lineno, "sandbox"),
+        "patch": _string(raw.get("patch"), lineno, "patch"),
+        "final_reward": _number(raw.get("final_reward"), lineno, "final_reward"),
+        "success": success,
+        "termination": termination,
+        "flags": flags,
+        "source": source,
+        "created_at": parse_time(raw.get("created_at"), lineno, "created_at"),
+        "extra": {k: v for k, v in raw.items() if k not in TOP_KEYS},
+        "steps": steps,
+    }
+
+
+def record_bytes(trajectory: dict[str, Any], steps: list[dict[str, Any]]) -> bytes:
+    """One JSONL line (with its newline) for a stored trajectory and its steps."""
+    out: dict[str, Any] = {
+        "schema_version": trajectory["schema_version"],
+        "trajectory_id": str(trajectory["trajectory_id"]),
+        "task_id": trajectory["task_ref"],
+        "task_version": trajectory["task_version"],
+        "base_commit": trajectory["base_commit"],
+        "prompt": trajectory["prompt"],
+        "policy": trajectory["policy"],
+        "sandbox": trajectory["sandbox"],
+        "steps": [_step_out(s) for s in steps],
+        "patch": trajectory["patch"],
+        "final_reward": trajectory["final_reward"],
+        "success": trajectory["success"],
+        "termination": trajectory["termination"],
+        "flags": trajectory["flags"],
+        "source": trajectory["source"],
+        "created_at": format_time(trajectory["created_at"]),
+    }
+    extra = trajectory.get("extra")
+    if extra:
+        out.update({k: v for k, v in extra.items() if k not in out})
+    return orjson.dumps(out) + b"\n"
+
+
+def _step_out(step: dict[str, Any]) -> dict[str, Any]:
+    out = {
+        "step": step["step"],
+        "action_type": step["action_type"],
+        "action_input": step["action_input"],
+        "observation": step["observation"],
+        "observation_truncated": step["observation_truncated"],
+        "thought": step["thought"],
+        "reward": step["reward"],
+        "reward_breakdown": step["reward_breakdown"],
+        "timestamp": format_time(step["timestamp"]),
+        "duration_ms": step["duration_ms"],
+        "exit_code": step["exit_code"],
+    }
+    extra = step.get("extra")
+    if extra:
+        out.update({k: v for k, v in extra.items() if k not in out})
+    return out

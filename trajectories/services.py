@@ -1,0 +1,129 @@
+"""Verbs that change trajectories: import from JSONL (export lives in exports.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from tasks.models import Task
+from trajectories.bulk import insert_steps, step_row
+from trajectories.models import Trajectory
+from trajectories.schema import RecordError, check_record
+
+# A chunk is flushed to the database at whichever limit comes first; memory stays
+# bounded by the chunk, never by the file.
+CHUNK_TRAJECTORIES = 500
+CHUNK_STEPS = 5000
+
+
+@dataclass
+class TrajectoryImportResult:
+    lines: int = 0
+    created: int = 0
+    skipped: int = 0
+    steps: int = 0
+
+
+def _strip_nuls(value: Any) -> Any:
+    # PostgreSQL text and jsonb cannot hold U+0000; agents do print it.
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, list):
+        return [_strip_nuls(v) for v in value]
+    if isinstance(value, dict):
+        return {_strip_nuls(k): _strip_nuls(v) for k, v in value.items()}
+    return value
+
+
+def read_records(fh: IO[bytes], on_bytes: Callable[[int], None] | None = None) -> Iterator[dict[str, Any]]:
+    """Checked records from a JSONL stream, one line in memory at a time."""
+    limit = settings.CRUCIBLE_MAX_JSONL_LINE_BYTES
+    lineno = 0
+    while True:
+        line = fh.readline(limit + 1)
+        if not line:
+            return
+        lineno += 1
+        if on_bytes is not None:
+            on_bytes(len(line))
+        if len(line) > limit and not line.endswith(b"\n"):
+            raise RecordError(lineno, f"line is longer than the {limit // (1024 * 1024)} MiB limit")
+        if not line.strip():
+            continue
+        try:
+            raw = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            raise RecordError(lineno, f"not valid JSON ({exc})") from None
+        if b"\\u0000" in line:
+            raw = _strip_nuls(raw)
+        record = check_record(raw, lineno, line)
+        record["lineno"] = lineno
+        yield record
+
+
+def import_trajectories(
+    path: Path, on_bytes: Callable[[int], None] | None = None
+) -> TrajectoryImportResult:
+    """Import a trajectory JSONL file in one transaction.
+
+    A bad line anywhere rolls back the whole file, so the database is exactly as it
+    was; records whose trajectory_id is already stored are skipped, so importing the
+    same file twice adds nothing.
+    """
+    result = TrajectoryImportResult()
+    tasks: dict[str, tuple[int, int] | None] = {}
+    with path.open("rb") as fh, transaction.atomic():
+        chunk: list[dict[str, Any]] = []
+        chunk_steps = 0
+        for record in read_records(fh, on_bytes):
+            result.lines += 1
+            chunk.append(record)
+            chunk_steps += len(record["steps"])
+            if len(chunk) >= CHUNK_TRAJECTORIES or chunk_steps >= CHUNK_STEPS:
+                _insert_chunk(chunk, tasks, result)
+                chunk, chunk_steps = [], 0
+        if chunk:
+            _insert_chunk(chunk, tasks, result)
+    return result
+
+
+def _insert_chunk(
+    chunk: list[dict[str, Any]], tasks: dict[str, tuple[int, int] | None], result: TrajectoryImportResult
+) -> None:
+    ids = [r["trajectory_id"] for r in chunk]
+    existing = set(Trajectory.objects.filter(trajectory_id__in=ids).values_list("trajectory_id", flat=True))
+    missing_refs = {r["task_ref"] for r in chunk} - tasks.keys()
+    if missing_refs:
+        for task_id, pk, suite_id in Task.objects.filter(task_id__in=missing_refs).values_list("task_id", "pk", "suite_id"):
+            tasks[task_id] = (pk, suite_id)
+        for ref in missing_refs:
+            tasks.setdefault(ref, None)
+
+    now = timezone.now()
+    fresh: list[dict[str, Any]] = []
+    rows: list[Trajectory] = []
+    for record in chunk:
+        if record["trajectory_id"] in existing:
+            result.skipped += 1
+            continue
+        existing.add(record["trajectory_id"])  # a duplicate later in the same file
+        link = tasks[record["task_ref"]]
+        fields = {k: v for k, v in record.items() if k not in ("steps", "lineno")}
+        fields["created_at"] = fields["created_at"] or now
+        fields["step_count"] = len(record["steps"])
+        rows.append(Trajectory(task_id=link[0] if link else None, suite_id=link[1] if link else None, **fields))
+        fresh.append(record)
+    if not rows:
+        return
+    Trajectory.objects.bulk_create(rows)
+    steps = [step_row(row.pk, step) for row, record in zip(rows, fresh, strict=True) for step in record["steps"]]
+    insert_steps(steps)
+    result.created += len(rows)
+    result.steps += len(steps)

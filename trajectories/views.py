@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from trajectories.models import Trajectory
+from trajectories.queries import trajectory_detail as get_trajectory
+from trajectories.queries import trajectory_list as list_trajectories
+from webapp.permissions import role_required
+
+PAGE_SIZE = 50
+
+
+@role_required()
+def trajectory_list(request: HttpRequest) -> HttpResponse:
+    qs, flt = list_trajectories(request.GET.dict())
+    # Keyset paging on (created_at, id): stable while new rows arrive and cheap deep
+    # into a large table, unlike OFFSET.
+    before = request.GET.get("before", "")
+    if before:
+        try:
+            stamp, _, pk = before.rpartition("_")
+            qs = qs.filter(created_at__lte=datetime.fromisoformat(stamp)).exclude(
+                created_at=datetime.fromisoformat(stamp), id__gte=int(pk)
+            )
+        except ValueError:
+            qs = qs.none()
+    rows = list(qs[: PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    next_before = f"{rows[-1].created_at.isoformat()}_{rows[-1].pk}" if more else ""
+    context = {"trajectories": rows, "filter": flt, "next_before": next_before}
+    template = "trajectories/_rows.html" if request.headers.get("HX-Request") else "trajectories/list.html"
+    return render(request, template, context)
+
+
+@role_required()
+def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
+    try:
+        trajectory = get_trajectory(trajectory_id)
+    except Trajectory.DoesNotExist:
+        raise Http404("No such trajectory.") from None
+    steps = trajectory.steps.order_by("step")
+    return render(request, "trajectories/detail.html", {"t": trajectory, "steps": steps})

@@ -1,0 +1,15 @@
+"""Celery app: one broker (Redis), four queues, jobs found in each app's `jobs.py`."""
+
+from __future__ import annotations
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+
+app = Celery("crucible")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.conf.task_queues = [Queue(name) for name in ("default", "rollouts", "rewards", "training")]
+app.autodiscover_tasks(related_name="jobs")
