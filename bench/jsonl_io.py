@@ -50,7 +50,7 @@ print(elapsed, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def _child(op: str, path: Path, env: dict[str, str]) -> tuple[float, float]:
     done = subprocess.run([sys.executable, "-c", CHILD, op, str(path)], cwd=REPO, env=env,
                           capture_output=True, text=True, check=True)
-    elapsed, _base, peak = done.stdout.split()
+    elapsed, _base, peak = done.stdout.strip().splitlines()[-1].split()
     return float(elapsed), int(peak) / 1024
 
 

@@ -220,7 +220,11 @@ def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:
 
 
 def record_bytes(trajectory: dict[str, Any], steps: list[dict[str, Any]]) -> bytes:
-    """One JSONL line (with its newline) for a stored trajectory and its steps."""
+    """One JSONL line (with its newline) for a stored trajectory and its steps.
+
+    Step timestamps arrive already formatted (the export builds them in SQL) and JSON
+    values may be pre-encoded `orjson.Fragment`s.
+    """
     out: dict[str, Any] = {
         "schema_version": trajectory["schema_version"],
         "trajectory_id": str(trajectory["trajectory_id"]),
@@ -255,7 +259,7 @@ def _step_out(step: dict[str, Any]) -> dict[str, Any]:
         "thought": step["thought"],
         "reward": step["reward"],
         "reward_breakdown": step["reward_breakdown"],
-        "timestamp": format_time(step["timestamp"]),
+        "timestamp": step["timestamp"],
         "duration_ms": step["duration_ms"],
         "exit_code": step["exit_code"],
     }
