@@ -38,7 +38,8 @@ def iter_trajectory_lines(queryset: QuerySet[Trajectory] | None = None) -> Itera
         candidates = list(qs.filter(id__gt=last).values(*TRAJECTORY_COLUMNS)[:CHUNK_TRAJECTORIES])
         if not candidates:
             return
-        chunk, steps = [], 0
+        chunk: list[dict[str, Any]] = []
+        steps = 0
         for row in candidates:
             if chunk and steps + row["step_count"] > CHUNK_STEPS:
                 break
