@@ -5,7 +5,6 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt | sha256sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
-export DJANGO_SETTINGS_MODULE := webapp.settings
 
 .PHONY: setup system-packages run test lint bench
 
@@ -34,7 +33,7 @@ run: setup
 	@bash scripts/run.sh
 
 test: setup
-	@$(BIN)/python -m pytest $(PYTEST_ARGS)
+	@DJANGO_SETTINGS_MODULE=webapp.settings_test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: setup
 	@$(BIN)/ruff check .
