@@ -90,3 +90,10 @@ def test_the_trajectory_list_pages_with_a_keyset(reviewer_client: Client) -> Non
     shown = {str(t.trajectory_id)[:8] for t in first.context["trajectories"] + second.context["trajectories"]}
     assert shown == made and not second.context["next_before"]
     assert reviewer_client.get("/trajectories/", {"before": "garbage"}).status_code == 200
+
+
+def test_provenance_shows_a_zero_temperature_and_dashes_for_missing_values(reviewer_client: Client) -> None:
+    trajectory = TrajectoryFactory.create(policy={"kind": "hf", "model": "m", "temperature": 0, "seed": None})
+    html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
+    assert "<dt>Temperature</dt><dd>0</dd>" in html
+    assert "<dt>Seed</dt><dd>–</dd>" in html and "<dt>Checkpoint</dt><dd>–</dd>" in html

@@ -72,3 +72,9 @@ def query_with(context: Any, **changes: Any) -> str:
         else:
             params[key] = value
     return params.urlencode()
+
+
+@register.filter
+def or_dash(value: Any) -> Any:
+    """A dash for a missing value, but 0 and False still show (a temperature of 0 is real)."""
+    return "–" if value is None or value == "" else value
