@@ -1,0 +1,67 @@
+"""bubblewrap backend: new user, pid, net, ipc, uts and cgroup namespaces per command."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from sandbox.backends.base import BASE_ENV, WORKSPACE_MOUNT, Backend, SandboxError
+from sandbox.limits import Limits
+from sandbox.process import run_process
+from sandbox.results import ExecResult
+from sandbox.runtime import Runtime, default_runtime
+
+SANDBOX_UID = 65534  # "nobody" inside the namespace: no root, even a namespaced one
+
+
+class BwrapBackend(Backend):
+    name = "bwrap"
+
+    def __init__(self, runtime: Runtime | None = None, executable: str | None = None) -> None:
+        found = executable or shutil.which("bwrap")
+        if not found:
+            raise SandboxError("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or run `make setup`")
+        self.executable = found
+        self.runtime = runtime or default_runtime()
+
+    def argv(
+        self, argv: Sequence[str], workspace: Path, limits: Limits, env: Mapping[str, str],
+        extra_ro_binds: Sequence[tuple[Path, str]] = (), extra_rw_binds: Sequence[tuple[Path, str]] = (),
+    ) -> list[str]:
+        cmd = [
+            self.executable, "--unshare-all", "--die-with-parent", "--new-session",
+            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
+            "--cap-drop", "ALL", "--json-status-fd", "{status_fd}",
+        ]
+        for path in self.runtime.ro_paths:
+            cmd += ["--ro-bind", path, path]
+        for target, link in self.runtime.symlinks:
+            if not any(p == link for p in self.runtime.ro_paths):
+                cmd += ["--symlink", target, link]
+        cmd += ["--proc", "/proc", "--dev", "/dev",
+                "--size", str(limits.workspace_mb * 1024 * 1024), "--tmpfs", "/tmp",  # noqa: S108 - private
+                "--bind", str(workspace), WORKSPACE_MOUNT]
+        for host, inside in extra_ro_binds:
+            cmd += ["--ro-bind", str(host), inside]
+        for host, inside in extra_rw_binds:
+            cmd += ["--bind", str(host), inside]
+        cmd += ["--chdir", WORKSPACE_MOUNT, "--clearenv"]
+        for key, value in {**BASE_ENV, "PATH": self.runtime.path, **env}.items():
+            cmd += ["--setenv", key, value]
+        return [*cmd, "--", *argv]
+
+    def run(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        limits: Limits,
+        env: Mapping[str, str] | None = None,
+        extra_ro_binds: Sequence[tuple[Path, str]] = (),
+        stdin: bytes | None = None,
+        extra_rw_binds: Sequence[tuple[Path, str]] = (),
+    ) -> ExecResult:
+        cmd = self.argv(argv, workspace, limits, env or {}, extra_ro_binds, extra_rw_binds)
+        # bwrap's own environment is empty too: nothing of the host's reaches the command.
+        return run_process(cmd, cwd=workspace, env={}, limits=limits, workspace=workspace, stdin=stdin,
+                           status_fd=True)

@@ -1,0 +1,393 @@
+"""Sandbox backend on the Docker Engine API (Docker itself, or Podman's API service).
+
+One fresh container per command: no network, a read-only root made of an almost empty
+local image plus the host runtime bind-mounted read-only, the workspace as the only
+writable host path, cgroup and rlimit caps, and an unprivileged user with no
+capabilities. Output is streamed through an attach socket opened before the start,
+so nothing is lost at the start and nothing is ever written to a container log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import select
+import socket
+import stat
+import struct
+import sys
+import tarfile
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+import requests
+from docker.types import Mount, Ulimit
+
+from sandbox.backends.base import BASE_ENV, WORKSPACE_MOUNT, Backend, SandboxError
+from sandbox.limits import Limits
+from sandbox.output import BoundedBuffer
+from sandbox.results import ExecResult
+from sandbox.runtime import USR_SYMLINKS, Runtime, default_runtime
+
+BASE_IMAGE = "crucible-sandbox-base:1"
+SANDBOX_USER = 65534  # nobody / nogroup
+LABEL = "crucible.sandbox"
+WORKSPACE_POLL_S = 0.1
+READ_CHUNK = 64 * 1024
+# Attach stream framing (non-tty): 1 byte stream id, 3 padding, 4 bytes big-endian size.
+FRAME_HEADER = struct.Struct(">BxxxI")
+STDOUT, STDERR = 1, 2
+
+_PASSWD = b"root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/tmp:/usr/sbin/nologin\n"
+_GROUP = b"root:x:0:\nnogroup:x:65534:\n"
+
+_image_lock = threading.Lock()
+
+
+def base_image_tar() -> bytes:
+    """The rootfs of BASE_IMAGE: empty dirs, merged-/usr symlinks, passwd and group.
+
+    Everything else (/usr, the Python) comes from read-only binds, so the image needs
+    no registry and stays a few kilobytes. Fixed mtimes keep the layer reproducible.
+    """
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        def add(name: str, kind: bytes, mode: int, data: bytes = b"", link: str = "") -> None:
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime, info.linkname, info.size = kind, mode, 0, link, len(data)
+            tar.addfile(info, io.BytesIO(data) if data else None)
+
+        for d in ("dev", "etc", "proc", "sys", "usr", "workspace"):
+            add(d, tarfile.DIRTYPE, 0o755)
+        add("tmp", tarfile.DIRTYPE, 0o1777)
+        for target, link in USR_SYMLINKS:
+            add(link.lstrip("/"), tarfile.SYMTYPE, 0o777, link=target)
+        add("etc/passwd", tarfile.REGTYPE, 0o644, _PASSWD)
+        add("etc/group", tarfile.REGTYPE, 0o644, _GROUP)
+    return buf.getvalue()
+
+
+def workspace_bytes(root: Path) -> int:
+    """Sum of the sizes of regular files under root, tolerating files that vanish mid-walk."""
+    total = 0
+    stack = [str(root)]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        elif entry.is_file(follow_symlinks=False):
+                            total += entry.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def _hand_over(root: Path, uid: int, gid: int) -> None:
+    """Make the workspace owned by the sandbox user so it can edit the files in it.
+
+    Only done when we are root (the container user is not us); entries already owned
+    are skipped, so repeated runs on one workspace cost a walk of lstat calls.
+    """
+    stack = [str(root)]
+    while stack:
+        path = stack.pop()
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if st.st_uid != uid or st.st_gid != gid:
+            with contextlib.suppress(OSError):
+                os.lchown(path, uid, gid)
+        if stat.S_ISDIR(st.st_mode):
+            with contextlib.suppress(OSError), os.scandir(path) as entries:
+                stack.extend(e.path for e in entries)
+
+
+class _Demux:
+    """Splits the multiplexed attach stream into stdout and stderr as bytes arrive."""
+
+    def __init__(self, out: BoundedBuffer, err: BoundedBuffer) -> None:
+        self.sinks = {STDOUT: out, STDERR: err}
+        self.pending = bytearray()
+        self.stream = 0
+        self.left = 0  # bytes of the current frame's payload still to come
+
+    def feed(self, data: bytes) -> None:
+        self.pending += data
+        while self.pending:
+            if self.left == 0:
+                if len(self.pending) < FRAME_HEADER.size:
+                    return
+                self.stream, self.left = FRAME_HEADER.unpack_from(self.pending)
+                del self.pending[: FRAME_HEADER.size]
+                continue
+            chunk = bytes(self.pending[: self.left])
+            del self.pending[: len(chunk)]
+            self.left -= len(chunk)
+            sink = self.sinks.get(self.stream)
+            if sink is not None:
+                sink.append(chunk)
+
+
+class DockerBackend(Backend):
+    name = "docker"
+
+    def __init__(self, base_url: str | None = None, image: str | None = None, runtime: Runtime | None = None) -> None:
+        try:
+            self.client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"cannot reach a Docker API at {base_url or os.environ.get('DOCKER_HOST', 'the default socket')}: {exc}") from exc
+        self.api = self.client.api
+        self.runtime = runtime or default_runtime()
+        self.image = image or BASE_IMAGE
+        self._image_ready = image is not None
+
+    def close(self) -> None:
+        self.client.close()
+
+    def ensure_image(self) -> str:
+        """Create BASE_IMAGE locally on first use; there is no registry to pull from."""
+        if self._image_ready:
+            return self.image
+        with _image_lock:
+            if not self._image_ready:
+                try:
+                    self.api.inspect_image(self.image)
+                except docker.errors.ImageNotFound:
+                    repo, tag = self.image.rsplit(":", 1)
+                    result = self.api.import_image_from_data(base_image_tar(), repository=repo, tag=tag)
+                    # Podman's compat import ignores `tag` and names the image `latest`; tag it here.
+                    image_id = _imported_id(result)
+                    self.api.tag(image_id, repo, tag)
+                self._image_ready = True
+        return self.image
+
+    def _host_config(
+        self, workspace: Path, limits: Limits,
+        extra_ro_binds: Sequence[tuple[Path, str]], extra_rw_binds: Sequence[tuple[Path, str]],
+    ) -> dict[str, Any]:
+        mounts = [Mount(WORKSPACE_MOUNT, str(workspace), type="bind", read_only=False)]
+        mounts += [Mount(p, p, type="bind", read_only=True) for p in self.runtime.ro_paths]
+        mounts += [Mount(target, str(source), type="bind", read_only=True) for source, target in extra_ro_binds]
+        mounts += [Mount(target, str(source), type="bind", read_only=False) for source, target in extra_rw_binds]
+        memory = f"{limits.memory_mb}m"
+        return self.api.create_host_config(
+            mounts=mounts,
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.workspace_mb}m,mode=1777"},  # noqa: S108 - the container's own
+            mem_limit=memory,
+            memswap_limit=memory,  # same as memory: no swap to spill into
+            pids_limit=limits.pids,
+            nano_cpus=1_000_000_000,
+            ulimits=[
+                Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
+                Ulimit(name="nproc", soft=limits.pids, hard=limits.pids),
+                Ulimit(name="fsize", soft=limits.file_size_mb << 20, hard=limits.file_size_mb << 20),
+                Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
+            ],
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            # Output is read from the attach stream; a log file would only let endless output fill the disk.
+            log_config={"Type": "none", "Config": {}},
+        )
+
+    def _user(self, writable: Sequence[Path]) -> str:
+        if os.geteuid() == 0:
+            for path in writable:
+                _hand_over(path, SANDBOX_USER, SANDBOX_USER)
+            return f"{SANDBOX_USER}:{SANDBOX_USER}"
+        # Not root: files can't be given away, but our own uid is already unprivileged.
+        return f"{os.getuid()}:{os.getgid()}"
+
+    def run(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        limits: Limits,
+        env: Mapping[str, str] | None = None,
+        extra_ro_binds: Sequence[tuple[Path, str]] = (),
+        stdin: bytes | None = None,
+        extra_rw_binds: Sequence[tuple[Path, str]] = (),
+    ) -> ExecResult:
+        started = time.monotonic()
+        workspace = Path(workspace).resolve()
+        if not workspace.is_dir():
+            raise SandboxError(f"workspace {workspace} is not a directory")
+        if not argv:
+            raise SandboxError("empty command")
+        environment = {**BASE_ENV, "PATH": self.runtime.path, **(env or {})}
+        container_id: str | None = None
+        try:
+            image = self.ensure_image()
+            user = self._user([workspace, *(Path(host) for host, _ in extra_rw_binds)])
+            created = self.api.create_container(
+                image,
+                command=list(argv),
+                user=user,
+                working_dir=WORKSPACE_MOUNT,
+                environment=environment,
+                stdin_open=stdin is not None,
+                network_disabled=True,
+                name=f"crucible-sbx-{uuid.uuid4().hex[:16]}",
+                labels={LABEL: "1"},
+                host_config=self._host_config(workspace, limits, extra_ro_binds, extra_rw_binds),
+            )
+            container_id = created["Id"]
+            params = {"stdout": 1, "stderr": 1, "stream": 1, "stdin": int(stdin is not None)}
+            attached = self.api.attach_socket(container_id, params=params)
+            sock: socket.socket = getattr(attached, "_sock", attached)
+            try:
+                self.api.start(container_id)
+                startup_ms = (time.monotonic() - started) * 1000
+                return self._supervise(container_id, sock, workspace, limits, stdin, started, startup_ms)
+            finally:
+                with contextlib.suppress(OSError):
+                    sock.close()
+                with contextlib.suppress(OSError, AttributeError):
+                    attached.close()
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(f"docker backend failed: {exc}") from exc
+        finally:
+            if container_id is not None:
+                # While an error is already on its way out, a failed cleanup must not replace it.
+                self._destroy(container_id, quiet=sys.exc_info()[0] is not None)
+
+    def _supervise(
+        self,
+        container_id: str,
+        sock: socket.socket,
+        workspace: Path,
+        limits: Limits,
+        stdin: bytes | None,
+        started: float,
+        startup_ms: float,
+    ) -> ExecResult:
+        out, err = BoundedBuffer(limits.output_bytes), BoundedBuffer(limits.output_bytes)
+        demux = _Demux(out, err)
+        to_send = memoryview(stdin) if stdin is not None else None
+        deadline = time.monotonic() + limits.wall_seconds
+        next_poll = time.monotonic() + WORKSPACE_POLL_S
+        workspace_limit = limits.workspace_mb << 20
+        killed_by: str | None = None
+        sock.setblocking(False)
+        if to_send is not None and not to_send:
+            sock.shutdown(socket.SHUT_WR)
+            to_send = None
+        while True:
+            now = time.monotonic()
+            if now >= deadline:
+                killed_by = "wall"
+                break
+            if now >= next_poll:
+                next_poll = now + WORKSPACE_POLL_S
+                if workspace_bytes(workspace) > workspace_limit:
+                    killed_by = "workspace"
+                    break
+            # An SSL socket may hold decrypted bytes select() can't see.
+            pending = getattr(sock, "pending", None)
+            if pending is not None and pending():
+                readable = [sock]
+            else:
+                writers = [sock] if to_send is not None else []
+                readable, writable, _ = select.select([sock], writers, [], max(0.0, min(deadline, next_poll) - now))
+                if writable and to_send is not None:
+                    try:
+                        sent = sock.send(to_send[:READ_CHUNK])
+                    except BlockingIOError:
+                        sent = 0
+                    except OSError:  # the command closed stdin or exited: the rest is not wanted
+                        to_send = memoryview(b"")
+                        sent = 0
+                    to_send = to_send[sent:]
+                    if not to_send:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_WR)
+                        to_send = None
+            if not readable:
+                continue
+            try:
+                data = sock.recv(READ_CHUNK)
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                data = b""
+            if not data:
+                break
+            demux.feed(data)
+            if out.total + err.total > limits.output_hard_bytes:
+                killed_by = "output"
+                break
+
+        exit_code: int | None = None
+        if killed_by is not None:
+            self._kill(container_id)
+        else:
+            exit_code = self._exit_code(container_id, limits)
+        return ExecResult(
+            exit_code=exit_code,
+            stdout=out.text(),
+            stderr=err.text(),
+            truncated=out.truncated or err.truncated or killed_by == "output",
+            timed_out=killed_by == "wall",
+            duration_ms=(time.monotonic() - started) * 1000,
+            startup_ms=startup_ms,
+            killed_by=killed_by,
+            stdout_bytes=out.total,
+            stderr_bytes=err.total,
+        )
+
+    def _exit_code(self, container_id: str, limits: Limits) -> int | None:
+        # The stream ends when the command's pid 1 exits; wait() then returns at once.
+        try:
+            status = self.api.wait(container_id, timeout=max(10.0, limits.wall_seconds))
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise SandboxError(f"could not read the exit status: {exc}") from exc
+        code = status.get("StatusCode")
+        return int(code) if code is not None else None
+
+    def _kill(self, container_id: str) -> None:
+        # SIGKILL now: a command running as pid 1 ignores the SIGTERM a stop/rm -f sends first.
+        with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
+            self.api.kill(container_id, signal="SIGKILL")
+
+    def _destroy(self, container_id: str, quiet: bool = False) -> None:
+        self._kill(container_id)
+        last: Exception | None = None
+        for _ in range(3):
+            try:
+                self.api.remove_container(container_id, force=True, v=True)
+                return
+            except docker.errors.NotFound:
+                return
+            except (docker.errors.DockerException, requests.RequestException) as exc:
+                last = exc
+                time.sleep(0.1)
+        if not quiet:
+            raise SandboxError(f"could not remove sandbox container {container_id[:12]}: {last}")
+
+
+def _imported_id(result: Any) -> str:
+    """The image id from an import response: a JSON status line (Docker and Podman)."""
+    text = result.decode() if isinstance(result, bytes) else str(result)
+    for line in reversed(text.strip().splitlines()):
+        with contextlib.suppress(ValueError):
+            doc = json.loads(line)
+            for key in ("status", "id"):
+                value = doc.get(key, "")
+                if isinstance(value, str) and value.startswith("sha256:"):
+                    return value
+    raise SandboxError(f"unexpected image import response: {text[:200]}")

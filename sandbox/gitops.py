@@ -1,0 +1,71 @@
+"""git on the host over an untrusted workspace, without trusting anything in it.
+
+The git directory is private (outside the workspace), and system, global and
+workspace configuration are all ignored: a `.git/config` planted by the agent could
+otherwise run commands on the host (core.fsmonitor, hooks, filters).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from sandbox.paths import ToolError
+
+SAFE_CONFIG = (
+    "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.autocrlf=false",
+    "-c", "core.symlinks=true", "-c", "diff.noprefix=false", "-c", "diff.renames=false",
+    "-c", "user.name=crucible", "-c", "user.email=crucible@localhost", "-c", "commit.gpgsign=false",
+    "-c", "core.quotePath=false",
+)
+# Caches a command may leave behind are never part of a patch.
+EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+
+
+def _env(git_dir: Path, work_tree: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(git_dir), "LANG": "C.UTF-8",
+        "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree), "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CEILING_DIRECTORIES": str(work_tree.parent),
+        "GIT_TERMINAL_PROMPT": "0",
+    }
+
+
+def git(git_dir: Path, work_tree: Path, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
+    done = subprocess.run(
+        ["git", *SAFE_CONFIG, *args], cwd=work_tree, env=_env(git_dir, work_tree), input=input,
+        capture_output=True, timeout=120,
+    )
+    if check and done.returncode != 0:
+        raise ToolError(f"git {args[0]} failed: {done.stderr.decode('utf-8', 'replace').strip()[:2000]}")
+    return done.stdout
+
+
+def init_baseline(git_dir: Path, base: Path) -> None:
+    """Record the base tree as the commit every diff is taken against."""
+    git(git_dir, base, "init", "-q")
+    (git_dir / "info").mkdir(exist_ok=True)
+    (git_dir / "info" / "exclude").write_text(EXCLUDES)
+    git(git_dir, base, "add", "-A", "--", ".")
+    git(git_dir, base, "commit", "-q", "--allow-empty", "--no-verify", "-m", "base")
+
+
+def diff(git_dir: Path, workspace: Path) -> str:
+    """Git-format diff from the base to the workspace: new, deleted, binary and mode changes."""
+    git(git_dir, workspace, "add", "-A", "--", ".")
+    out = git(git_dir, workspace, "diff", "--cached", "--binary", "--full-index", "--no-color", "--no-ext-diff",
+              "--no-textconv", "HEAD")
+    return out.decode("utf-8", "replace")
+
+
+def apply(git_dir: Path, workspace: Path, patch: str) -> str:
+    """Apply a unified diff to the workspace; git refuses paths outside it or through links."""
+    if not patch.strip():
+        raise ToolError("the patch is empty")
+    data = patch.encode() if patch.endswith("\n") else (patch + "\n").encode()
+    git(git_dir, workspace, "apply", "--check", "--recount", "--whitespace=nowarn", "-", input=data)
+    git(git_dir, workspace, "apply", "--recount", "--whitespace=nowarn", "-", input=data)
+    stat = git(git_dir, workspace, "apply", "--numstat", "-", input=data).decode()
+    files = [line.split("\t")[-1] for line in stat.splitlines() if line]
+    return f"patch applied to {len(files)} file(s): {', '.join(files)}"

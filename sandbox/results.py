@@ -1,0 +1,52 @@
+"""What a sandboxed command returns (the JSON of `python -m sandbox exec`)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None  # None when killed before it exited on its own
+    stdout: str
+    stderr: str
+    truncated: bool = False
+    timed_out: bool = False
+    duration_ms: float = 0.0
+    startup_ms: float = 0.0
+    # Which limit ended the command, if any: "wall", "output", "workspace".
+    killed_by: str | None = None
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TestOutcome:
+    nodeid: str
+    outcome: str  # passed | failed | error | skipped
+    duration_s: float = 0.0
+    message: str = ""
+
+
+@dataclass
+class TestReport:
+    """Per-test outcomes from a JUnit report, cross-checked with the run itself."""
+
+    exec: ExecResult
+    tests: dict[str, TestOutcome] = field(default_factory=dict)
+    collected: int = 0
+    # Empty when exit code, report and counts agree; otherwise why they don't.
+    inconsistencies: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.inconsistencies
+
+    def outcome(self, nodeid: str) -> str:
+        """A test's outcome; one that is missing from the report did not pass."""
+        found = self.tests.get(nodeid)
+        return found.outcome if found else "missing"

@@ -1,0 +1,146 @@
+"""The agent's file tools over a workspace: read, write, edit, search, search_symbol.
+
+They run on the host, over a directory untrusted code has written to, so every path
+goes through paths.resolve and nothing follows a link out of the workspace.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.paths import ToolError, resolve
+
+MAX_READ_BYTES = 256 * 1024
+MAX_SEARCH_FILE_BYTES = 1024 * 1024
+SKIP_DIRS = frozenset({".git", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", "node_modules", ".venv"})
+
+
+def read_file(workspace: Path, rel: str, max_bytes: int = MAX_READ_BYTES) -> tuple[str, bool]:
+    """(text, truncated)."""
+    path = resolve(workspace, rel, must_exist=True)
+    if path.is_dir():
+        raise ToolError(f"{rel}: is a directory")
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        data = fh.read(max_bytes + 1)
+    return data[:max_bytes].decode("utf-8", "replace"), len(data) > max_bytes
+
+
+def write_file(workspace: Path, rel: str, content: str) -> int:
+    path = resolve(workspace, rel)
+    if path.is_dir():
+        raise ToolError(f"{rel}: is a directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = content.encode()
+    # O_NOFOLLOW: a link swapped in after resolve() still cannot redirect the write.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return len(data)
+
+
+def edit_file(workspace: Path, rel: str, old: str, new: str) -> str:
+    """Replace `old` by `new`; `old` must occur exactly once, so the edit is unambiguous."""
+    if not old:
+        raise ToolError("the text to replace is empty")
+    text, truncated = read_file(workspace, rel, max_bytes=16 * 1024 * 1024)
+    if truncated:
+        raise ToolError(f"{rel}: too large to edit")
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"{rel}: the text to replace was not found (it must match exactly, whitespace included)")
+    if count > 1:
+        raise ToolError(f"{rel}: the text to replace occurs {count} times; include more context so it is unique")
+    write_file(workspace, rel, text.replace(old, new, 1))
+    line = text[: text.index(old)].count("\n") + 1
+    return f"{rel}: replaced 1 occurrence at line {line}"
+
+
+@dataclass(frozen=True)
+class Match:
+    path: str
+    line: int
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.text}"
+
+
+def _walk_files(root: Path, start: Path) -> list[Path]:
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(start, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if not path.is_symlink():
+                found.append(path)
+    return found
+
+
+def search(workspace: Path, pattern: str, rel: str = ".", regex: bool = False, max_results: int = 200) -> list[Match]:
+    """Text search over the workspace's files (literal by default), bounded in results."""
+    if not pattern:
+        raise ToolError("search pattern is empty")
+    try:
+        compiled = re.compile(pattern if regex else re.escape(pattern))
+    except re.error as exc:
+        raise ToolError(f"bad regular expression: {exc}") from None
+    root = workspace.resolve()
+    start = resolve(workspace, rel, must_exist=True)
+    files = [start] if start.is_file() else _walk_files(root, start)
+    matches: list[Match] = []
+    for path in files:
+        try:
+            if path.stat().st_size > MAX_SEARCH_FILE_BYTES:
+                continue
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"\x00" in data[:8192]:
+            continue  # binary
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
+            if compiled.search(line):
+                matches.append(Match(path.relative_to(root).as_posix(), number, line.strip()[:300]))
+                if len(matches) >= max_results:
+                    return matches
+    return matches
+
+
+def search_symbol(workspace: Path, name: str, max_results: int = 100) -> list[Match]:
+    """Python definitions (functions, classes, methods as Class.method) named `name`."""
+    if not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
+        raise ToolError("a symbol is a Python name like parse_config or Config.load")
+    root = workspace.resolve()
+    matches: list[Match] = []
+    for path in _walk_files(root, root):
+        if path.suffix != ".py":
+            continue
+        try:
+            tree = ast.parse(path.read_bytes())
+        except (SyntaxError, ValueError, OSError, RecursionError):
+            continue
+        for qualname, node in _definitions(tree):
+            if qualname == name or qualname.split(".")[-1] == name:
+                kind = "class" if isinstance(node, ast.ClassDef) else "def"
+                matches.append(Match(path.relative_to(root).as_posix(), node.lineno, f"{kind} {qualname}"))
+                if len(matches) >= max_results:
+                    return matches
+    return matches
+
+
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+
+
+def _definitions(tree: ast.AST, prefix: str = "") -> list[tuple[str, Definition]]:
+    found: list[tuple[str, Definition]] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            qualname = f"{prefix}{node.name}"
+            found.append((qualname, node))
+            if isinstance(node, ast.ClassDef):
+                found += _definitions(node, qualname + ".")
+    return found

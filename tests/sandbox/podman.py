@@ -1,0 +1,145 @@
+"""A private Podman API service for testing the docker backend without a Docker engine.
+
+Podman's `system service` speaks the Docker Engine API. Every service started here has
+its own storage, run state, tmp, volume and network-config dirs under one temp dir, so
+tests never touch (or depend on) the machine's global podman state, and the whole dir
+is gone afterwards.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import docker
+import pytest
+
+from sandbox.backends.docker import LABEL, DockerBackend
+
+START_TIMEOUT_S = 60.0
+
+
+def podman_command(state: Path, socket_path: Path) -> list[str]:
+    podman = shutil.which("podman")
+    if podman is None or shutil.which("runc") is None:
+        pytest.fail("podman and runc are needed for the docker backend tests: `apt-get install -y podman runc`",
+                    pytrace=False)
+    return [
+        podman,
+        "--root", str(state / "root"),
+        "--runroot", str(state / "runroot"),
+        "--tmpdir", str(state / "tmp"),
+        "--volumepath", str(state / "volumes"),
+        "--network-config-dir", str(state / "networks"),
+        # crun fails on this kernel; runc works (given explicit nofile/nproc ulimits).
+        "--runtime", "runc",
+        # No systemd or journald to lean on in CI containers; cgroupfs and a file always work.
+        "--cgroup-manager", "cgroupfs",
+        "--events-backend", "file",
+        "system", "service", "--time=0", f"unix://{socket_path}",
+    ]
+
+
+@contextlib.contextmanager
+def podman_service() -> Iterator[str]:
+    """Start a private `podman system service`, yield its base_url, stop it and delete its state."""
+    state = Path(tempfile.mkdtemp(prefix="crucible-podman-"))
+    socket_path = state / "api.sock"
+    base_url = f"unix://{socket_path}"
+    log_path = state / "service.log"
+    cmd = podman_command(state, socket_path)
+    # Image imports stage their layers in TMPDIR (default /var/tmp); keep that private too.
+    env = {**os.environ, "TMPDIR": str(state / "tmp")}
+    (state / "tmp").mkdir()
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    env=env, start_new_session=True)
+        _wait_until_up(proc, base_url, log_path)
+        yield base_url
+    finally:
+        if proc is not None:
+            _remove_sandbox_containers(base_url)
+            _stop(proc)
+        _unmount_under(state)
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def _wait_until_up(proc: subprocess.Popen[bytes], base_url: str, log_path: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"podman system service exited with {proc.returncode}: {_tail(log_path)}", pytrace=False)
+        with contextlib.suppress(Exception):
+            client = docker.DockerClient(base_url=base_url, version="auto", timeout=5)
+            try:
+                if client.ping():
+                    return
+            finally:
+                client.close()
+        time.sleep(0.05)
+    pytest.fail(f"podman system service did not answer within {START_TIMEOUT_S:.0f}s: {_tail(log_path)}",
+                pytrace=False)
+
+
+def _remove_sandbox_containers(base_url: str) -> None:
+    """Containers outlive the service (conmon is their parent), so remove any left first."""
+    with contextlib.suppress(Exception):
+        client = docker.DockerClient(base_url=base_url, version="auto", timeout=30)
+        try:
+            for container in client.containers.list(all=True, filters={"label": LABEL}):
+                with contextlib.suppress(Exception):
+                    container.kill()
+                with contextlib.suppress(Exception):
+                    container.remove(force=True)
+        finally:
+            client.close()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _unmount_under(root: Path) -> None:
+    """Podman bind-mounts its overlay dir onto itself; unmount (deepest first) so rmtree can work."""
+    prefix = str(root.resolve()) + "/"
+    mounts: list[str] = []
+    with contextlib.suppress(OSError), open("/proc/self/mountinfo") as info:
+        for line in info:
+            point = line.split()[4].replace("\\040", " ")
+            if point.startswith(prefix):
+                mounts.append(point)
+    for point in sorted(mounts, key=len, reverse=True):
+        subprocess.run(["umount", "--lazy", point], check=False, capture_output=True)
+
+
+def _tail(path: Path, size: int = 2000) -> str:
+    with contextlib.suppress(OSError):
+        return path.read_text(errors="replace")[-size:]
+    return "(no log)"
+
+
+@pytest.fixture(scope="session")
+def docker_backend() -> Iterator[DockerBackend]:
+    """A DockerBackend talking to a private podman service for the whole test session."""
+    with podman_service() as base_url:
+        backend = DockerBackend(base_url=base_url)
+        try:
+            yield backend
+        finally:
+            backend.close()
