@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from sandbox import gitops, junit, tools
+from sandbox import gitops, junit, quota, tools
 from sandbox.backends.base import Backend, SandboxError
 from sandbox.limits import Limits
 from sandbox.results import ExecResult, TestReport
@@ -41,11 +41,18 @@ def reap_orphans() -> int:
             os.kill(int(owner), 0)
             continue
         except ProcessLookupError:
-            shutil.rmtree(entry, ignore_errors=True)
+            _remove(str(entry))
             removed += 1
         except PermissionError:
             continue  # alive, someone else's
     return removed
+
+
+def _remove(root: str) -> None:
+    """Unmount a workspace quota (if any) and delete a sandbox's directory."""
+    for mount in quota.mounts_under(Path(root)):
+        quota.unmount(mount)
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def make_backend(name: str, **options: object) -> Backend:
@@ -91,9 +98,16 @@ class Sandbox:
         self.root.mkdir()
         # A sandbox dropped without close() (an exception, a forgotten with) still
         # cleans up when collected or at interpreter exit.
-        self._finalizer = weakref.finalize(self, shutil.rmtree, str(self.root), True)
+        self._finalizer = weakref.finalize(self, _remove, str(self.root))
         self.workspace = self.root / "workspace"
-        shutil.copytree(self.base, self.workspace, symlinks=True)
+        # True when the workspace size limit is exact (a capped tmpfs), False when
+        # it is enforced by polling while commands run.
+        self.workspace_quota = quota.can_mount() and quota.mount_tmpfs(self.workspace, self.limits.workspace_mb)
+        try:
+            shutil.copytree(self.base, self.workspace, symlinks=True, dirs_exist_ok=True)
+        except shutil.Error as exc:
+            self.close()
+            raise SandboxError(f"{base}: could not copy into the workspace: {str(exc)[:300]}") from None
         self.git_dir = self.root / "git"
         self._baseline = False
         self.prepare_ms = round((time.perf_counter() - started) * 1000, 3)

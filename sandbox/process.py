@@ -18,7 +18,9 @@ from sandbox.output import BoundedBuffer
 from sandbox.results import ExecResult
 
 PR_SET_PDEATHSIG = 1
-WORKSPACE_POLL_S = 0.2
+# The workspace is measured this often while a command runs (more rarely when a
+# measurement itself is slow); a fast writer can overshoot by one interval's writes.
+WORKSPACE_POLL_S = 0.05
 EXIT_GRACE_S = 0.25  # output still arriving after the command exited
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -148,7 +150,7 @@ def _supervise(
             exited_at = now
         elif exited_at is not None and now - exited_at > EXIT_GRACE_S:
             break  # a background child holds the pipes open; it is killed below
-        for key, _ in selector.select(timeout=min(deadline - now, WORKSPACE_POLL_S / 4)):
+        for key, _ in selector.select(timeout=min(deadline - now, WORKSPACE_POLL_S)):
             fd = int(key.fd)
             try:
                 chunk = os.read(fd, 65536)
@@ -168,9 +170,11 @@ def _supervise(
         if sum(b.total for b in buffers.values()) > limits.output_hard_bytes:
             killed_by = "output"
         elif time.perf_counter() >= next_poll:
-            next_poll = time.perf_counter() + WORKSPACE_POLL_S
+            measured_at = time.perf_counter()
             if workspace_bytes(workspace) > workspace_limit:
                 killed_by = "workspace"
+            scan = time.perf_counter() - measured_at
+            next_poll = time.perf_counter() + max(WORKSPACE_POLL_S, 10 * scan)
     if killed_by is None:
         # Output closed; the process may still be running (it closed its pipes).
         try:

@@ -41,6 +41,7 @@ BASE_IMAGE = "crucible-sandbox-base:1"
 SANDBOX_USER = 65534  # nobody / nogroup
 LABEL = "crucible.sandbox"
 WORKSPACE_POLL_S = 0.1
+EXIT_POLL_S = 2.0
 READ_CHUNK = 64 * 1024
 # Attach stream framing (non-tty): 1 byte stream id, 3 padding, 4 bytes big-endian size.
 FRAME_HEADER = struct.Struct(">BxxxI")
@@ -230,6 +231,23 @@ class DockerBackend(Backend):
         if not argv:
             raise SandboxError("empty command")
         environment = {**BASE_ENV, "PATH": self.runtime.path, **(env or {})}
+        result = self._run_container(argv, workspace, limits, environment, extra_ro_binds, extra_rw_binds, stdin,
+                                     started)
+        # Removing the container is part of what a command costs; count it.
+        result.duration_ms = (time.monotonic() - started) * 1000
+        return result
+
+    def _run_container(
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        limits: Limits,
+        environment: dict[str, str],
+        extra_ro_binds: Sequence[tuple[Path, str]],
+        extra_rw_binds: Sequence[tuple[Path, str]],
+        stdin: bytes | None,
+        started: float,
+    ) -> ExecResult:
         container_id: str | None = None
         try:
             image = self.ensure_image()
@@ -253,18 +271,21 @@ class DockerBackend(Backend):
             try:
                 self.api.start(container_id)
                 startup_ms = (time.monotonic() - started) * 1000
-                return self._supervise(container_id, sock, workspace, limits, stdin, started, startup_ms)
+                result = self._supervise(container_id, sock, workspace, limits, stdin, started, startup_ms)
             finally:
                 with contextlib.suppress(OSError):
                     sock.close()
                 with contextlib.suppress(OSError, AttributeError):
                     attached.close()
+            return result
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxError(f"docker backend failed: {exc}") from exc
         finally:
             if container_id is not None:
                 # While an error is already on its way out, a failed cleanup must not replace it.
-                self._destroy(container_id, quiet=sys.exc_info()[0] is not None)
+                failing = sys.exc_info()[0] is not None
+                # Whatever state an error left the container in, SIGKILL it before removing.
+                self._destroy(container_id, kill=failing, quiet=failing)
 
     def _supervise(
         self,
@@ -351,8 +372,20 @@ class DockerBackend(Backend):
         )
 
     def _exit_code(self, container_id: str, limits: Limits) -> int | None:
-        # The stream ends when the command's pid 1 exits; wait() then returns at once.
+        """The exit status, once the attach stream has ended (so pid 1 has exited).
+
+        Polls inspect instead of calling wait(): Podman's wait only returns after its
+        out-of-process `container cleanup` finishes, 100-300 ms later, while inspect
+        already shows the status (podman: "stopped", docker: "exited").
+        """
+        deadline = time.monotonic() + EXIT_POLL_S
         try:
+            while time.monotonic() < deadline:
+                state = self.api.inspect_container(container_id).get("State") or {}
+                if not state.get("Running") and state.get("Status") in ("exited", "stopped", "dead"):
+                    code = state.get("ExitCode")
+                    return int(code) if code is not None else None
+                time.sleep(0.005)
             status = self.api.wait(container_id, timeout=max(10.0, limits.wall_seconds))
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxError(f"could not read the exit status: {exc}") from exc
@@ -364,8 +397,9 @@ class DockerBackend(Backend):
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
             self.api.kill(container_id, signal="SIGKILL")
 
-    def _destroy(self, container_id: str, quiet: bool = False) -> None:
-        self._kill(container_id)
+    def _destroy(self, container_id: str, kill: bool = True, quiet: bool = False) -> None:
+        if kill:
+            self._kill(container_id)
         last: Exception | None = None
         for _ in range(3):
             try:

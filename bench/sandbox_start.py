@@ -1,0 +1,82 @@
+"""Sandbox start + `true`, per backend, against a bare subprocess.run(["true"]) in the same run.
+
+Targets (DESIGN.md): bwrap p50 <= 30 ms; docker-API backend p50 <= 500 ms.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sandbox import Limits
+from sandbox.backends.base import Backend
+from sandbox.backends.bwrap import BwrapBackend
+
+RUNS = int(os.environ.get("BENCH_SANDBOX_RUNS", "100"))
+DOCKER_RUNS = int(os.environ.get("BENCH_DOCKER_RUNS", "20"))
+
+
+def _timings(fn: Callable[[], object], runs: int) -> list[float]:
+    fn()  # warm caches (page cache, image layers) before measuring
+    out = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - started) * 1000)
+    return out
+
+
+def _stats(ms: list[float]) -> dict[str, float]:
+    ordered = sorted(ms)
+    return {"p50_ms": round(statistics.median(ordered), 2),
+            "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+            "min_ms": round(ordered[0], 2), "runs": len(ordered)}
+
+
+def _backend(backend: Backend, workspace: Path, runs: int, bare_p50: float) -> dict[str, Any]:
+    limits = Limits(wall_seconds=30)
+
+    def start_true() -> None:
+        result = backend.run(["true"], workspace, limits)
+        if result.exit_code != 0:
+            raise RuntimeError(f"{backend.name}: `true` failed: {result.stderr[:300]}")
+
+    stats: dict[str, Any] = _stats(_timings(start_true, runs))
+    stats["ratio_to_bare_p50"] = round(stats["p50_ms"] / bare_p50, 1)
+    return stats
+
+
+def run() -> dict[str, Any]:
+    result: dict[str, Any] = {"targets": {"bwrap_p50_ms": 30, "docker_p50_ms": 500}}
+    with tempfile.TemporaryDirectory(prefix="crucible-bench-ws-") as name:
+        workspace = Path(name)
+        bare = _stats(_timings(lambda: subprocess.run(["true"], check=True), RUNS))
+        result["bare_subprocess"] = bare
+        result["bwrap"] = _backend(BwrapBackend(), workspace, RUNS, bare["p50_ms"])
+        result["docker"] = _docker(workspace, bare["p50_ms"])
+    result["summary"] = {k: result[k]["p50_ms"] if isinstance(result[k], dict) else result[k]
+                         for k in ("bare_subprocess", "bwrap", "docker")}
+    return result
+
+
+def _docker(workspace: Path, bare_p50: float) -> Any:
+    try:
+        from sandbox.backends.docker import DockerBackend
+        from sandbox.podman import podman_service
+    except ImportError as exc:
+        return f"unavailable: {exc}"
+    try:
+        with podman_service() as base_url:
+            backend = DockerBackend(base_url=base_url)
+            try:
+                return _backend(backend, workspace, DOCKER_RUNS, bare_p50)
+            finally:
+                backend.close()
+    except Exception as exc:  # noqa: BLE001 - a bench reports what it could not measure
+        return f"unavailable: {exc}"
