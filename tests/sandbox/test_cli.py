@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+KEYS = {"exit_code", "stdout", "stderr", "truncated", "timed_out", "duration_ms", "startup_ms"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "sandbox", *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env={"PATH": "/usr/bin:/bin"})
+
+
+def test_exec_prints_one_json_object_per_the_contract(repo: Path) -> None:
+    done = cli("exec", "--backend", "bwrap", "--workspace", str(repo), "--timeout", "30", "--",
+               "python", "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert KEYS <= set(result)
+    assert (result["exit_code"], result["stdout"], result["stderr"]) == (3, "out\n", "err\n")
+    assert result["startup_ms"] > 0 and result["duration_ms"] >= result["startup_ms"]
+
+
+def test_exec_works_on_a_copy_and_reports_timeouts(repo: Path) -> None:
+    done = cli("exec", "--workspace", str(repo), "--timeout", "1", "--", "sh", "-c", "touch made-here; sleep 30")
+    result = json.loads(done.stdout)
+    assert result["timed_out"] is True and result["exit_code"] is None
+    assert not (repo / "made-here").exists()
+
+
+def test_bad_input_is_a_clear_error(repo: Path, tmp_path: Path) -> None:
+    missing = cli("exec", "--workspace", str(tmp_path / "nope"), "--", "true")
+    assert missing.returncode == 2 and "not a directory" in missing.stderr
+    no_cmd = cli("exec", "--workspace", str(repo))
+    assert no_cmd.returncode == 2 and "no command" in no_cmd.stderr
+    local = cli("exec", "--backend", "local", "--workspace", str(repo), "--", "true")
+    assert local.returncode == 2 and "does not isolate" in local.stderr
+    allowed = cli("exec", "--backend", "local", "--allow-unsafe-local", "--workspace", str(repo), "--", "true")
+    assert json.loads(allowed.stdout)["exit_code"] == 0
