@@ -162,10 +162,10 @@ class Sandbox:
         self._check_open()
         return tools.edit_file(self.workspace, path, old, new)
 
-    def apply_patch(self, patch: str) -> str:
+    def apply_patch(self, patch: str, fuzzy: bool = False) -> str:
         self._check_open()
         self._ensure_baseline()
-        return gitops.apply(self.git_dir, self.workspace, patch)
+        return gitops.apply(self.git_dir, self.workspace, patch, fuzzy)
 
     def search(self, pattern: str, path: str = ".", regex: bool = False) -> list[tools.Match]:
         self._check_open()

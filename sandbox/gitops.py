@@ -59,13 +59,18 @@ def diff(git_dir: Path, workspace: Path) -> str:
     return out.decode("utf-8", "replace")
 
 
-def apply(git_dir: Path, workspace: Path, patch: str) -> str:
-    """Apply a unified diff to the workspace; git refuses paths outside it or through links."""
+def apply(git_dir: Path, workspace: Path, patch: str, fuzzy: bool = False) -> str:
+    """Apply a unified diff to the workspace; git refuses paths outside it or through links.
+
+    `fuzzy` asks for only one line of matching context, for patches made against a
+    slightly different base (hand-written or hunk offsets from another tool).
+    """
     if not patch.strip():
         raise ToolError("the patch is empty")
     data = patch.encode() if patch.endswith("\n") else (patch + "\n").encode()
-    git(git_dir, workspace, "apply", "--check", "--recount", "--whitespace=nowarn", "-", input=data)
-    git(git_dir, workspace, "apply", "--recount", "--whitespace=nowarn", "-", input=data)
+    options = ["--recount", "--whitespace=nowarn", *(["-C1"] if fuzzy else [])]
+    git(git_dir, workspace, "apply", "--check", *options, "-", input=data)
+    git(git_dir, workspace, "apply", *options, "-", input=data)
     stat = git(git_dir, workspace, "apply", "--numstat", "-", input=data).decode()
     files = [line.split("\t")[-1] for line in stat.splitlines() if line]
     return f"patch applied to {len(files)} file(s): {', '.join(files)}"

@@ -40,6 +40,9 @@ from sandbox.runtime import USR_SYMLINKS, Runtime, default_runtime
 BASE_IMAGE = "crucible-sandbox-base:1"
 SANDBOX_USER = 65534  # nobody / nogroup
 LABEL = "crucible.sandbox"
+# host:pid:start-time of the process that made a container, so a later process can tell
+# containers whose owner died (SIGKILL, OOM) from ones still in use.
+OWNER_LABEL = "crucible.sandbox.owner"
 WORKSPACE_POLL_S = 0.1
 EXIT_POLL_S = 2.0
 READ_CHUNK = 64 * 1024
@@ -151,13 +154,30 @@ class DockerBackend(Backend):
             self.client = docker.DockerClient(base_url=base_url) if base_url else docker.from_env()
         except docker.errors.DockerException as exc:
             raise SandboxError(f"cannot reach a Docker API at {base_url or os.environ.get('DOCKER_HOST', 'the default socket')}: {exc}") from exc
+        self.base_url = base_url or os.environ.get("DOCKER_HOST")
         self.api = self.client.api
         self.runtime = runtime or default_runtime()
         self.image = image or BASE_IMAGE
         self._image_ready = image is not None
+        # A killed worker can't remove its containers; the next backend on this host does.
+        with contextlib.suppress(SandboxError, docker.errors.DockerException, requests.RequestException):
+            self.reap_orphans()
 
     def close(self) -> None:
         self.client.close()
+
+    def reap_orphans(self) -> int:
+        """Remove sandbox containers made on this host by processes that no longer exist."""
+        host = socket.gethostname()
+        removed = 0
+        for container in self.api.containers(all=True, filters={"label": LABEL}):
+            owner_host, _, rest = ((container.get("Labels") or {}).get(OWNER_LABEL, "")).partition(":")
+            pid, _, start = rest.partition(":")
+            if owner_host != host or not pid.isdigit() or _process_alive(int(pid), start):
+                continue
+            self._destroy(container["Id"], quiet=True)
+            removed += 1
+        return removed
 
     def ensure_image(self) -> str:
         """Create BASE_IMAGE locally on first use; there is no registry to pull from."""
@@ -261,7 +281,7 @@ class DockerBackend(Backend):
                 stdin_open=stdin is not None,
                 network_disabled=True,
                 name=f"crucible-sbx-{uuid.uuid4().hex[:16]}",
-                labels={LABEL: "1"},
+                labels={LABEL: "1", OWNER_LABEL: _owner()},
                 host_config=self._host_config(workspace, limits, extra_ro_binds, extra_rw_binds),
             )
             container_id = created["Id"]
@@ -273,6 +293,8 @@ class DockerBackend(Backend):
                 startup_ms = (time.monotonic() - started) * 1000
                 result = self._supervise(container_id, sock, workspace, limits, stdin, started, startup_ms)
             finally:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
                 with contextlib.suppress(OSError):
                     sock.close()
                 with contextlib.suppress(OSError, AttributeError):
@@ -355,6 +377,10 @@ class DockerBackend(Backend):
 
         exit_code: int | None = None
         if killed_by is not None:
+            # Hang up first: Podman's kill waits for the exit, and conmon can't see the exit
+            # while it is blocked writing output to a stream nobody reads (a 5 s stall).
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)  # close() alone waits for the SDK's file wrapper
             self._kill(container_id)
         else:
             exit_code = self._exit_code(container_id, limits)
@@ -425,3 +451,30 @@ def _imported_id(result: Any) -> str:
                 if isinstance(value, str) and value.startswith("sha256:"):
                     return value
     raise SandboxError(f"unexpected image import response: {text[:200]}")
+
+
+def _start_time(pid: int) -> str | None:
+    """A process's start time (clock ticks since boot), which tells a reused pid apart."""
+    try:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses; fields after it don't.
+    return stat_line.rsplit(")", 1)[-1].split()[19]
+
+
+def _owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{_start_time(os.getpid()) or ''}"
+
+
+def _process_alive(pid: int, start: str) -> bool:
+    current = _start_time(pid)
+    if current is None:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return not start  # no /proc: all we can tell is that the pid exists
+    return not start or current == start
