@@ -8,7 +8,7 @@ from pygments.lexers import TextLexer, guess_lexer_for_filename
 from pygments.util import ClassNotFound
 
 from tasks.models import Task, TaskSuite
-from tasks.queries import file_tree, suites_with_counts
+from tasks.queries import file_tree, reward_sanity_by_task, suites_with_counts
 from tasks.storage import TreeError, read_tree_file
 from webapp.permissions import role_required
 
@@ -23,8 +23,12 @@ def suite_list(request: HttpRequest) -> HttpResponse:
 @role_required()
 def suite_detail(request: HttpRequest, suite: str) -> HttpResponse:
     suite_obj = get_object_or_404(TaskSuite, name=suite)
-    tasks = suite_obj.tasks.order_by("task_id")
-    return render(request, "tasks/suite_detail.html", {"suite": suite_obj, "tasks": tasks})
+    tasks = list(suite_obj.tasks.order_by("task_id"))
+    sanity = reward_sanity_by_task(tasks)
+    rows = [(task, sanity.get(task.pk)) for task in tasks]
+    blind = [task for task, check in rows if check is not None and not check.separates]
+    return render(request, "tasks/suite_detail.html", {"suite": suite_obj, "rows": rows, "blind": blind,
+                                                        "checked": len(sanity)})
 
 
 @role_required()

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
 
 from tasks.models import TaskSuite
@@ -60,3 +65,20 @@ def task_dir(tmp_path: Path) -> Path:
     dest = tmp_path / "task_0001"
     shutil.copytree(DEMO / "tasks" / "task_0001", dest)
     return dest
+
+
+def start_worker(queues: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker process on the test database and the tests' Redis database."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
+           "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"])}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "--pool", "solo",
+         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
+        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    yield proc
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()

@@ -45,6 +45,7 @@ LABEL = "crucible.sandbox"
 OWNER_LABEL = "crucible.sandbox.owner"
 WORKSPACE_POLL_S = 0.1
 EXIT_POLL_S = 2.0
+SHARED_NPROC = 32768  # host-wide ceiling for all sandboxes together (see _host_config)
 READ_CHUNK = 64 * 1024
 # Attach stream framing (non-tty): 1 byte stream id, 3 padding, 4 bytes big-endian size.
 FRAME_HEADER = struct.Struct(">BxxxI")
@@ -159,6 +160,7 @@ class DockerBackend(Backend):
         self.runtime = runtime or default_runtime()
         self.image = image or BASE_IMAGE
         self._image_ready = image is not None
+        self._pids_cgroup: bool | None = None  # whether the engine enforces pids_limit; asked once
         # A killed worker can't remove its containers; the next backend on this host does.
         with contextlib.suppress(SandboxError, docker.errors.DockerException, requests.RequestException):
             self.reap_orphans()
@@ -178,6 +180,14 @@ class DockerBackend(Backend):
             self._destroy(container["Id"], quiet=True)
             removed += 1
         return removed
+
+    def _enforces_pids(self) -> bool:
+        if self._pids_cgroup is None:
+            info = self.api.info()
+            if info.get("MemoryLimit") is False:
+                raise SandboxError("this Docker engine cannot enforce memory limits (no memory cgroup)")
+            self._pids_cgroup = info.get("PidsLimit") is not False
+        return self._pids_cgroup
 
     def ensure_image(self) -> str:
         """Create BASE_IMAGE locally on first use; there is no registry to pull from."""
@@ -205,6 +215,10 @@ class DockerBackend(Backend):
         mounts += [Mount(target, str(source), type="bind", read_only=True) for source, target in extra_ro_binds]
         mounts += [Mount(target, str(source), type="bind", read_only=False) for source, target in extra_rw_binds]
         memory = f"{limits.memory_mb}m"
+        # RLIMIT_NPROC counts every process of the uid on the whole host, and all sandboxes
+        # share uid 65534: at limits.pids, one fork bomb would starve every other sandbox's
+        # fork(). The per-container cap is pids_limit (a cgroup); nproc is only the fallback.
+        nproc = SHARED_NPROC if self._enforces_pids() else limits.pids
         return self.api.create_host_config(
             mounts=mounts,
             network_mode="none",
@@ -216,7 +230,7 @@ class DockerBackend(Backend):
             nano_cpus=1_000_000_000,
             ulimits=[
                 Ulimit(name="nofile", soft=limits.open_files, hard=limits.open_files),
-                Ulimit(name="nproc", soft=limits.pids, hard=limits.pids),
+                Ulimit(name="nproc", soft=nproc, hard=nproc),
                 Ulimit(name="fsize", soft=limits.file_size_mb << 20, hard=limits.file_size_mb << 20),
                 Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
             ],

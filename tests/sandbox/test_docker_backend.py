@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -240,6 +241,26 @@ def test_it_caps_a_fork_loop_at_the_pids_limit(docker_backend: DockerBackend, wo
     forked = int(result.stdout.split()[1].rstrip(":"))
     assert forked < SMALL.pids and "Resource temporarily unavailable" in result.stdout
     assert host_process_count() <= before + 5 and host_still_works()
+
+
+def test_it_caps_each_sandbox_separately_so_one_cannot_starve_another(
+    docker_backend: DockerBackend, tmp_path: Path
+) -> None:
+    # All sandboxes run as uid 65534; a per-uid cap (RLIMIT_NPROC) would be shared by them.
+    hog = "import os, time\nfor _ in range(50):\n    os.fork() or (time.sleep(6), os._exit(0))\ntime.sleep(6)\nprint('hog held 50')"
+    results: dict[str, str] = {}
+
+    def run_in(name: str, script: str) -> None:
+        (tmp_path / name).mkdir()
+        results[name] = docker_backend.run(["python", "-c", script], tmp_path / name, SMALL).stdout
+
+    hog_thread = threading.Thread(target=run_in, args=("hog", hog))
+    hog_thread.start()
+    time.sleep(0.5)
+    run_in("other", "import time; time.sleep(2)\n" + FORK_LOOP)
+    hog_thread.join()
+    assert results["hog"] == "hog held 50\n"
+    assert results["other"] == f"forked {SMALL.pids - 1}: Resource temporarily unavailable\n"
 
 
 def test_it_contains_a_shell_fork_bomb(docker_backend: DockerBackend, workspace: Path) -> None:

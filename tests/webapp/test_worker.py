@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
-from django.db import connection
 
-from tests.conftest import DEMO, REPO
+from tests.conftest import DEMO, start_worker
 from trajectories.jobs import import_trajectories_job
 from trajectories.models import Trajectory
 
@@ -21,19 +18,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def worker() -> Iterator[subprocess.Popen[bytes]]:
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
-           "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"])}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "default", "--pool", "solo",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
-    yield proc
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    yield from start_worker("default")
 
 
 def test_a_worker_runs_a_background_import(worker: subprocess.Popen[bytes]) -> None:

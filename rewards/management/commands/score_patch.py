@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from rewards.scoring import TaskSpec, score_patch
+from rewards.services import RewardError, spec_from_option, task_spec_for
+from rewards.spec import SpecError
+from sandbox import SandboxError
+from tasks.models import Task
+from tasks.taskdir import TaskDirError, read_task_dir
+
+
+def task_spec_from(ref: str) -> TaskSpec:
+    """A task id in the database, or a task directory on disk."""
+    path = Path(ref)
+    if path.is_dir():
+        task = read_task_dir(path)
+        meta = task.metadata
+        return TaskSpec(task.task_id, task.snapshot_dir, task.tests_dir, tuple(meta.get("fail_to_pass", [])),
+                        tuple(meta.get("pass_to_pass", [])), meta.get("tests_dest", "tests"),
+                        meta.get("test_command", "python -m pytest"), meta.get("timeout_seconds", 120))
+    try:
+        return task_spec_for(Task.objects.get(task_id=ref))
+    except Task.DoesNotExist:
+        raise CommandError(f"no task {ref!r} in the database, and no task directory at that path") from None
+
+
+class Command(BaseCommand):
+    help = "Score a patch against a task's hidden tests in a fresh sandbox."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--task", required=True, help="task id, or a task directory")
+        parser.add_argument("--patch", required=True, type=Path)
+        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--spec", default=None, help="reward spec YAML (default: the guide's weights)")
+        parser.add_argument("--backend", choices=["bwrap", "docker", "local"], default="bwrap")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        patch_path: Path = options["patch"]
+        if not patch_path.is_file():
+            raise CommandError(f"{patch_path}: no such file")
+        try:
+            patch = patch_path.read_text()
+        except UnicodeDecodeError:
+            raise CommandError(f"{patch_path}: not a UTF-8 text diff") from None
+        try:
+            spec = spec_from_option(options["spec"])
+            task = task_spec_from(options["task"])
+            if not task.fail_to_pass:
+                raise CommandError(f"task {task.task_id} has no FAIL_TO_PASS tests to score against")
+            score = score_patch(task, patch, spec, options["backend"])
+        except (TaskDirError, RewardError, SpecError, SandboxError) as exc:
+            raise CommandError(str(exc)) from None
+        if options["json"]:
+            self.stdout.write(json.dumps(score.to_json()))
+            return
+        flags = ", ".join(sorted({f.detector for f in score.flags})) or "none"
+        self.stdout.write(
+            f"{score.task_id}: reward {score.reward:g} ({'resolved' if score.resolved else 'not resolved'}); "
+            f"FAIL_TO_PASS {score.f2p_passed}/{score.f2p_total}, PASS_TO_PASS {score.p2p_passed}/{score.p2p_total}; "
+            f"flags: {flags}; spec {score.spec_version}"
+        )

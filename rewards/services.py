@@ -1,0 +1,83 @@
+"""Verbs of the reward service: scoring trajectories and checking tasks' rewards."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.db import IntegrityError, transaction
+
+from rewards.anticheat import scan_commands
+from rewards.models import Reward, RewardSanity
+from rewards.process import process_rewards
+from rewards.sanity import check_task
+from rewards.scoring import TaskSpec, score_patch
+from rewards.spec import RewardSpec, load_spec
+from tasks.models import Task
+from tasks.storage import tree_path
+from trajectories.models import Step, Trajectory
+
+
+class RewardError(ValueError):
+    pass
+
+
+def task_spec_for(task: Task) -> TaskSpec:
+    base, tests = tree_path(task.snapshot_hash), tree_path(task.tests_hash)
+    if not base.is_dir() or not tests.is_dir():
+        raise RewardError(f"task {task.task_id}: its snapshot or tests are missing from the store under var/")
+    return TaskSpec(task.task_id, base, tests, tuple(task.fail_to_pass), tuple(task.pass_to_pass), task.tests_dest,
+                    task.test_command, task.timeout_seconds)
+
+
+def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend: str = "bwrap") -> Reward:
+    """Score a trajectory's patch and steps once per spec version.
+
+    The expensive part (running tests) happens outside any transaction; the write is
+    one transaction, and a concurrent scorer that got there first simply wins.
+    """
+    spec = spec or load_spec()
+    trajectory = Trajectory.objects.select_related("task").get(trajectory_id=trajectory_id)
+    existing = Reward.objects.filter(trajectory=trajectory, spec_version=spec.version).first()
+    if existing is not None:
+        return existing
+    if trajectory.task is None:
+        raise RewardError(f"trajectory {trajectory_id}: task {trajectory.task_ref!r} is not in this database")
+    steps = list(trajectory.steps.order_by("step").values("id", "step", "action_type", "action_input", "observation"))
+    score = score_patch(task_spec_for(trajectory.task), trajectory.patch, spec, backend, trajectory.termination or "submitted")
+    per_step, process_flags = process_rewards(steps, spec)
+    commands = [(s["step"], s["action_input"]) for s in steps
+                if s["action_type"] == "run_command" and isinstance(s["action_input"], str)]
+    flags = [f.to_json() for f in (*score.flags, *process_flags, *scan_commands(commands))]
+    try:
+        with transaction.atomic():
+            reward = Reward.objects.create(
+                trajectory=trajectory, spec_version=spec.version, reward=score.reward, resolved=score.resolved,
+                pass_rate=score.pass_rate, tests=score.to_json()["tests"], flags=flags, breakdown=score.breakdown,
+                process=[{"step": r.step, "reward": r.reward, "breakdown": r.breakdown} for r in per_step],
+            )
+            by_number = {s["step"]: s["id"] for s in steps}
+            updates = [Step(id=by_number[r.step], reward=r.reward, reward_breakdown={**r.breakdown, "spec": spec.version})
+                       for r in per_step if r.step in by_number]
+            Step.objects.bulk_update(updates, ["reward", "reward_breakdown"], batch_size=1000)
+            trajectory.final_reward, trajectory.success, trajectory.flags = score.reward, score.resolved, flags
+            trajectory.save(update_fields=["final_reward", "success", "flags"])
+    except IntegrityError:
+        return Reward.objects.get(trajectory=trajectory, spec_version=spec.version)
+    return reward
+
+
+def check_reward_sanity(task: Task, spec: RewardSpec | None = None, backend: str = "bwrap") -> RewardSanity:
+    spec = spec or load_spec()
+    if not task.expected_patch.strip():
+        raise RewardError(f"task {task.task_id} has no expected patch to check the reward against")
+    result = check_task(task_spec_for(task), task.expected_patch, spec, backend)
+    row, _ = RewardSanity.objects.update_or_create(
+        task=task, spec_version=spec.version,
+        defaults={"expected": result.expected, "empty": result.empty, "stubs": result.stubs, "gap": result.gap,
+                  "separates": result.separates},
+    )
+    return row
+
+
+def spec_from_option(path: str | None) -> RewardSpec:
+    return load_spec(Path(path)) if path else load_spec()
