@@ -67,8 +67,9 @@ def run() -> dict[str, Any]:
 
 def _docker(workspace: Path, bare_p50: float) -> Any:
     try:
-        from sandbox.backends.docker import DockerBackend
         from sandbox.podman import podman_service
+
+        from sandbox.backends.docker import DockerBackend
     except ImportError as exc:
         return f"unavailable: {exc}"
     try:

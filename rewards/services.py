@@ -44,7 +44,7 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
         raise RewardError(f"trajectory {trajectory_id}: task {trajectory.task_ref!r} is not in this database")
     steps = list(trajectory.steps.order_by("step").values("id", "step", "action_type", "action_input", "observation"))
     score = score_patch(task_spec_for(trajectory.task), trajectory.patch, spec, backend, trajectory.termination or "submitted")
-    per_step, process_flags = process_rewards(steps, spec)
+    per_step, process_flags = process_rewards([dict(s) for s in steps], spec)
     commands = [(s["step"], s["action_input"]) for s in steps
                 if s["action_type"] == "run_command" and isinstance(s["action_input"], str)]
     flags = [f.to_json() for f in (*score.flags, *process_flags, *scan_commands(commands))]
