@@ -12,9 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench import jsonl_io, sandbox_start
+from bench import jsonl_io, sandbox_start, score_patch
 
-BENCHES = {"sandbox_start": sandbox_start.run, "jsonl_io": jsonl_io.run}
+BENCHES = {"sandbox_start": sandbox_start.run, "score_patch": score_patch.run, "jsonl_io": jsonl_io.run}
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 
 

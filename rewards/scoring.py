@@ -7,6 +7,7 @@ run whose exit code, report and summary agree.
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,14 @@ class TaskSpec:
     tests_dest: str = "tests"
     test_command: str = "python -m pytest"
     timeout_seconds: int = 120
+
+    @classmethod
+    def from_task_dir(cls, path: Path, timeout_seconds: int | None = None) -> TaskSpec:
+        """From a task directory (DESIGN.md's format) on disk, no database needed."""
+        meta = json.loads((path / "metadata.json").read_text())
+        return cls(meta["task_id"], path / "repo_snapshot", path / "tests", tuple(meta.get("fail_to_pass", [])),
+                   tuple(meta.get("pass_to_pass", [])), meta.get("tests_dest", "tests"),
+                   meta.get("test_command", "python -m pytest"), timeout_seconds or meta.get("timeout_seconds", 120))
 
 
 @dataclass

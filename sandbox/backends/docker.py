@@ -44,7 +44,6 @@ LABEL = "crucible.sandbox"
 # containers whose owner died (SIGKILL, OOM) from ones still in use.
 OWNER_LABEL = "crucible.sandbox.owner"
 WORKSPACE_POLL_S = 0.1
-EXIT_POLL_S = 2.0
 SHARED_NPROC = 32768  # host-wide ceiling for all sandboxes together (see _host_config)
 READ_CHUNK = 64 * 1024
 # Attach stream framing (non-tty): 1 byte stream id, 3 padding, 4 bytes big-endian size.
@@ -333,6 +332,7 @@ class DockerBackend(Backend):
         started: float,
         startup_ms: float,
     ) -> ExecResult:
+        """Stream output, feed stdin and enforce the wall, output and workspace limits."""
         out, err = BoundedBuffer(limits.output_bytes), BoundedBuffer(limits.output_bytes)
         demux = _Demux(out, err)
         to_send = memoryview(stdin) if stdin is not None else None
@@ -340,6 +340,9 @@ class DockerBackend(Backend):
         next_poll = time.monotonic() + WORKSPACE_POLL_S
         workspace_limit = limits.workspace_mb << 20
         killed_by: str | None = None
+        exit_code: int | None = None
+        streaming = True
+        status_delay = 0.005
         sock.setblocking(False)
         if to_send is not None and not to_send:
             sock.shutdown(socket.SHUT_WR)
@@ -350,30 +353,31 @@ class DockerBackend(Backend):
                 killed_by = "wall"
                 break
             if now >= next_poll:
-                next_poll = now + WORKSPACE_POLL_S
+                walk_started = time.monotonic()
                 if workspace_bytes(workspace) > workspace_limit:
                     killed_by = "workspace"
                     break
+                # A huge workspace takes long to walk; don't spend most of a core on it.
+                next_poll = now + max(WORKSPACE_POLL_S, 5 * (time.monotonic() - walk_started))
+            wake = min(deadline, next_poll)
+            if not streaming:
+                # The stream ends when the command closes its output, usually because it
+                # exited; it may also have closed stdout/stderr and kept running.
+                exited, exit_code = self._exit_status(container_id)
+                if exited:
+                    break
+                time.sleep(max(0.0, min(status_delay, wake - time.monotonic())))
+                status_delay = min(status_delay * 2, WORKSPACE_POLL_S)
+                continue
             # An SSL socket may hold decrypted bytes select() can't see.
             pending = getattr(sock, "pending", None)
             if pending is not None and pending():
                 readable = [sock]
             else:
                 writers = [sock] if to_send is not None else []
-                readable, writable, _ = select.select([sock], writers, [], max(0.0, min(deadline, next_poll) - now))
+                readable, writable, _ = select.select([sock], writers, [], max(0.0, wake - now))
                 if writable and to_send is not None:
-                    try:
-                        sent = sock.send(to_send[:READ_CHUNK])
-                    except BlockingIOError:
-                        sent = 0
-                    except OSError:  # the command closed stdin or exited: the rest is not wanted
-                        to_send = memoryview(b"")
-                        sent = 0
-                    to_send = to_send[sent:]
-                    if not to_send:
-                        with contextlib.suppress(OSError):
-                            sock.shutdown(socket.SHUT_WR)
-                        to_send = None
+                    to_send = self._feed(sock, to_send)
             if not readable:
                 continue
             try:
@@ -383,21 +387,20 @@ class DockerBackend(Backend):
             except OSError:
                 data = b""
             if not data:
-                break
+                streaming = False
+                continue
             demux.feed(data)
             if out.total + err.total > limits.output_hard_bytes:
                 killed_by = "output"
                 break
 
-        exit_code: int | None = None
         if killed_by is not None:
+            exit_code = None
             # Hang up first: Podman's kill waits for the exit, and conmon can't see the exit
             # while it is blocked writing output to a stream nobody reads (a 5 s stall).
             with contextlib.suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)  # close() alone waits for the SDK's file wrapper
             self._kill(container_id)
-        else:
-            exit_code = self._exit_code(container_id, limits)
         return ExecResult(
             exit_code=exit_code,
             stdout=out.text(),
@@ -411,26 +414,37 @@ class DockerBackend(Backend):
             stderr_bytes=err.total,
         )
 
-    def _exit_code(self, container_id: str, limits: Limits) -> int | None:
-        """The exit status, once the attach stream has ended (so pid 1 has exited).
-
-        Polls inspect instead of calling wait(): Podman's wait only returns after its
-        out-of-process `container cleanup` finishes, 100-300 ms later, while inspect
-        already shows the status (podman: "stopped", docker: "exited").
-        """
-        deadline = time.monotonic() + EXIT_POLL_S
+    @staticmethod
+    def _feed(sock: socket.socket, to_send: memoryview) -> memoryview | None:
+        """Send the next piece of stdin; None once all of it is sent and stdin is closed."""
         try:
-            while time.monotonic() < deadline:
-                state = self.api.inspect_container(container_id).get("State") or {}
-                if not state.get("Running") and state.get("Status") in ("exited", "stopped", "dead"):
-                    code = state.get("ExitCode")
-                    return int(code) if code is not None else None
-                time.sleep(0.005)
-            status = self.api.wait(container_id, timeout=max(10.0, limits.wall_seconds))
+            sent = sock.send(to_send[:READ_CHUNK])
+        except BlockingIOError:
+            return to_send
+        except OSError:  # the command closed stdin or exited: the rest is not wanted
+            sent = len(to_send)
+        rest = to_send[sent:]
+        if rest:
+            return rest
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_WR)
+        return None
+
+    def _exit_status(self, container_id: str) -> tuple[bool, int | None]:
+        """(exited, exit code), from inspect.
+
+        Not wait(): Podman's wait returns only after its out-of-process `container
+        cleanup` has finished, 100-300 ms after the exit, while inspect already shows
+        the status ("stopped" on Podman, "exited" on Docker).
+        """
+        try:
+            state = self.api.inspect_container(container_id).get("State") or {}
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise SandboxError(f"could not read the exit status: {exc}") from exc
-        code = status.get("StatusCode")
-        return int(code) if code is not None else None
+        if state.get("Running") or state.get("Status") not in ("exited", "stopped", "dead"):
+            return False, None
+        code = state.get("ExitCode")
+        return True, int(code) if code is not None else None
 
     def _kill(self, container_id: str) -> None:
         # SIGKILL now: a command running as pid 1 ignores the SIGTERM a stop/rm -f sends first.

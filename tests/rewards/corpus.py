@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,10 +14,7 @@ DEMO = Path(__file__).resolve().parents[2] / "demo" / "tasks"
 
 
 def task_spec(task_id: str, timeout: int = 30) -> TaskSpec:
-    d = DEMO / task_id
-    meta = json.loads((d / "metadata.json").read_text())
-    return TaskSpec(task_id, d / "repo_snapshot", d / "tests", tuple(meta["fail_to_pass"]),
-                    tuple(meta["pass_to_pass"]), meta.get("tests_dest", "tests"), "python -m pytest", timeout)
+    return TaskSpec.from_task_dir(DEMO / task_id, timeout)
 
 
 def make_patch(task_id: str, edit: Callable[[Sandbox], object]) -> str:

@@ -162,6 +162,15 @@ def test_it_kills_a_command_at_the_wall_timeout(docker_backend: DockerBackend, w
     assert processes_with("sleep 876501") == []
 
 
+def test_it_still_times_out_a_command_that_closed_its_output(docker_backend: DockerBackend, workspace: Path) -> None:
+    result = docker_backend.run(["sh", "-c", "echo bye; exec >&- 2>&-; sleep 876507"], workspace,
+                                Limits(wall_seconds=1.5))
+    assert result.stdout == "bye\n" and result.killed_by == "wall" and result.exit_code is None
+    assert processes_with("sleep 876507") == []
+    quiet = docker_backend.run(["sh", "-c", "exec >&- 2>&-; sleep 0.5; exit 4"], workspace, SMALL)
+    assert quiet.exit_code == 4 and quiet.killed_by is None
+
+
 def test_it_creates_its_tiny_base_image_once(docker_backend: DockerBackend) -> None:
     assert docker_backend.ensure_image() == BASE_IMAGE
     image = docker_backend.client.images.get(BASE_IMAGE)

@@ -18,11 +18,8 @@ def task_spec_from(ref: str) -> TaskSpec:
     """A task id in the database, or a task directory on disk."""
     path = Path(ref)
     if path.is_dir():
-        task = read_task_dir(path)
-        meta = task.metadata
-        return TaskSpec(task.task_id, task.snapshot_dir, task.tests_dir, tuple(meta.get("fail_to_pass", [])),
-                        tuple(meta.get("pass_to_pass", [])), meta.get("tests_dest", "tests"),
-                        meta.get("test_command", "python -m pytest"), meta.get("timeout_seconds", 120))
+        read_task_dir(path)  # the import's checks, for a clear error on a broken directory
+        return TaskSpec.from_task_dir(path)
     try:
         return task_spec_for(Task.objects.get(task_id=ref))
     except Task.DoesNotExist:
