@@ -120,13 +120,28 @@ def score_patch(
             if method is None:
                 flags.append(Flag("patch_does_not_apply", "the patch does not apply to the base snapshot"))
         flags += scan_equality(box.workspace, [p.path for p in classified.kept if p.new_path])
-        # Hidden tests go in last, over anything the agent left at those paths.
-        dest = box.workspace / task.tests_dest
-        dest.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(task.tests_dir, dest, dirs_exist_ok=True)
-        selected = [*task.fail_to_pass, *task.pass_to_pass]
-        report = box.run_tests(selected, command=task.test_command)
+        copy_hidden_tests(box, task)
+        report = box.run_tests([*task.fail_to_pass, *task.pass_to_pass], command=task.test_command)
     return _reward(task, spec, report, flags, breakdown, termination)
+
+
+def copy_hidden_tests(box: Sandbox, task: TaskSpec) -> None:
+    """Hidden tests go in last, over anything the agent left at those paths."""
+    dest = box.workspace / task.tests_dest
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(task.tests_dir, dest, dirs_exist_ok=True)
+
+
+def run_task_tests(
+    task: TaskSpec, patch: str | None, backend: Backend | str = "bwrap", limits: Limits | None = None,
+    selected: tuple[str, ...] = (),
+) -> TestReport:
+    """The hidden tests on the base (patch None) or on a trusted patch such as the expected one."""
+    with Sandbox(task.base_dir, backend, limits=(limits or Limits()).with_timeout(task.timeout_seconds)) as box:
+        if patch:
+            box.apply_patch(patch)
+        copy_hidden_tests(box, task)
+        return box.run_tests(selected, command=task.test_command)
 
 
 def _reward(task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: dict[str, Any],

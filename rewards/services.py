@@ -10,23 +10,15 @@ from rewards.anticheat import scan_commands
 from rewards.models import Reward, RewardSanity
 from rewards.process import process_rewards
 from rewards.sanity import check_task
-from rewards.scoring import TaskSpec, score_patch
+from rewards.scoring import score_patch
 from rewards.spec import RewardSpec, load_spec
 from tasks.models import Task
-from tasks.storage import tree_path
+from tasks.services import task_spec_for
 from trajectories.models import Step, Trajectory
 
 
 class RewardError(ValueError):
     pass
-
-
-def task_spec_for(task: Task) -> TaskSpec:
-    base, tests = tree_path(task.snapshot_hash), tree_path(task.tests_hash)
-    if not base.is_dir() or not tests.is_dir():
-        raise RewardError(f"task {task.task_id}: its snapshot or tests are missing from the store under var/")
-    return TaskSpec(task.task_id, base, tests, tuple(task.fail_to_pass), tuple(task.pass_to_pass), task.tests_dest,
-                    task.test_command, task.timeout_seconds)
 
 
 def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend: str = "bwrap") -> Reward:

@@ -75,3 +75,30 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return self.task_id
+
+
+class ValidationRun(models.Model):
+    """Validating a set of tasks in the background; the page follows it live."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    suite = models.ForeignKey(TaskSuite, on_delete=models.CASCADE, related_name="validation_runs")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    runs = models.PositiveSmallIntegerField(default=5)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    results = models.JSONField(default=dict, blank=True)  # task_id -> status
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"validation {self.pk} of {self.suite_id}: {self.status}"

@@ -6,13 +6,32 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
+from django.utils import timezone
 
-from tasks.models import Task, TaskSuite
-from tasks.storage import put_tree
+from rewards.scoring import TaskSpec
+from tasks.models import Task, TaskSuite, ValidationRun
+from tasks.storage import put_tree, tree_path
 from tasks.taskdir import TaskDir, TaskDirError, find_task_dirs, read_task_dir
+from tasks.validation import ValidationReport, validate
+from webapp.live import publish_on_commit
 
 DEFAULT_SUITE = "default"
+
+
+class TaskStoreError(ValueError):
+    pass
+
+
+def task_spec_for(task: Task) -> TaskSpec:
+    """The plain-Python view of a stored task that scoring and validation run on."""
+    base, tests = tree_path(task.snapshot_hash), tree_path(task.tests_hash)
+    if not base.is_dir() or not tests.is_dir():
+        raise TaskStoreError(f"task {task.task_id}: its snapshot or tests are missing from the store under var/")
+    return TaskSpec(task.task_id, base, tests, tuple(task.fail_to_pass), tuple(task.pass_to_pass), task.tests_dest,
+                    task.test_command, task.timeout_seconds)
 
 
 @dataclass
@@ -84,3 +103,56 @@ def _save_tasks(parsed: list[TaskDir], suite_name: str, split: str | None) -> Ta
         current.save()
         result.updated += 1
     return result
+
+
+def validate_task(task: Task, runs: int = 5, backend: str | None = None,
+                  progress: Callable[[str], None] = lambda _: None) -> ValidationReport:
+    """Validate one task and store its report; computed test lists fill in missing ones."""
+    spec = task_spec_for(task)
+    report = validate(
+        spec, task.statement, task.expected_patch, base_commit=task.base_commit, declared_license=task.license,
+        license_allowlist=settings.CRUCIBLE_LICENSE_ALLOWLIST, runs=runs,
+        backend=backend or settings.CRUCIBLE_SANDBOX_BACKEND, progress=progress,
+    )
+    fields = ["validation_status", "validation_report", "updated_at"]
+    task.validation_status = report.status
+    task.validation_report = report.to_json()
+    if report.status != Task.Validation.INVALID and (not task.fail_to_pass or report.flaky):
+        # Stored lists leave out quarantined flaky tests.
+        task.fail_to_pass, task.pass_to_pass = report.fail_to_pass, report.pass_to_pass
+        fields += ["fail_to_pass", "pass_to_pass"]
+    task.save(update_fields=fields)
+    return report
+
+
+def start_validation_run(suite: TaskSuite, runs: int, user: User | AnonymousUser | None = None) -> ValidationRun:
+    from tasks.jobs import validate_suite_job
+
+    if runs < 1 or runs > 20:
+        raise TaskDirError("runs must be between 1 and 20")
+    run = ValidationRun.objects.create(suite=suite, runs=runs, total=suite.tasks.count(),
+                                       created_by=user if isinstance(user, User) else None)
+    transaction.on_commit(lambda: validate_suite_job.delay(run.pk))
+    return run
+
+
+def record_validation_progress(run: ValidationRun, task_id: str, status: str) -> None:
+    """One task of a run is done: save the count, then tell the browser after the commit."""
+    with transaction.atomic():
+        locked = ValidationRun.objects.select_for_update().get(pk=run.pk)
+        locked.results[task_id] = status
+        locked.done = len(locked.results)
+        locked.save(update_fields=["results", "done"])
+        publish_on_commit(f"validation-{run.pk}", {"kind": "task", "task_id": task_id, "status": status,
+                                                   "done": locked.done, "total": locked.total})
+    run.done, run.results = locked.done, locked.results
+
+
+def finish_validation_run(run: ValidationRun, error: str = "") -> None:
+    run.status = ValidationRun.Status.FAILED if error else ValidationRun.Status.SUCCEEDED
+    run.error = error[:5000]
+    run.finished_at = timezone.now()
+    with transaction.atomic():
+        run.save(update_fields=["status", "error", "finished_at"])
+        publish_on_commit(f"validation-{run.pk}", {"kind": "finished", "status": run.status, "error": run.error,
+                                                   "done": run.done, "total": run.total})

@@ -1,16 +1,22 @@
 from __future__ import annotations
 
+from collections import Counter
+
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, guess_lexer_for_filename
 from pygments.util import ClassNotFound
 
-from tasks.models import Task, TaskSuite
+from tasks.models import Task, TaskSuite, ValidationRun
 from tasks.queries import file_tree, reward_sanity_by_task, suites_with_counts
+from tasks.services import start_validation_run
 from tasks.storage import TreeError, read_tree_file
+from tasks.taskdir import TaskDirError
 from webapp.permissions import role_required
+from webapp.roles import RESEARCHER
 
 MAX_FILE_VIEW = 512 * 1024
 
@@ -23,12 +29,17 @@ def suite_list(request: HttpRequest) -> HttpResponse:
 @role_required()
 def suite_detail(request: HttpRequest, suite: str) -> HttpResponse:
     suite_obj = get_object_or_404(TaskSuite, name=suite)
-    tasks = list(suite_obj.tasks.order_by("task_id"))
+    return render(request, "tasks/suite_detail.html", _suite_context(suite_obj))
+
+
+def _suite_context(suite: TaskSuite) -> dict[str, object]:
+    tasks = list(suite.tasks.order_by("task_id"))
     sanity = reward_sanity_by_task(tasks)
     rows = [(task, sanity.get(task.pk)) for task in tasks]
     blind = [task for task, check in rows if check is not None and not check.separates]
-    return render(request, "tasks/suite_detail.html", {"suite": suite_obj, "rows": rows, "blind": blind,
-                                                        "checked": len(sanity)})
+    statuses = Counter(task.validation_status for task in tasks)
+    return {"suite": suite, "rows": rows, "blind": blind, "checked": len(sanity), "statuses": sorted(statuses.items()),
+            "last_run": suite.validation_runs.first()}
 
 
 @role_required()
@@ -67,3 +78,24 @@ def task_file(request: HttpRequest, suite: str, task_id: str, file_path: str) ->
         "tasks/task_file.html",
         {"task": task, "path": file_path, "code": code, "truncated": truncated},
     )
+
+
+@require_POST
+@role_required(RESEARCHER)
+def validate_suite(request: HttpRequest, suite: str) -> HttpResponse:
+    suite_obj = get_object_or_404(TaskSuite, name=suite)
+    try:
+        runs = int(request.POST.get("runs", "5"))
+        run = start_validation_run(suite_obj, runs, request.user)
+    except (ValueError, TaskDirError):
+        return render(request, "tasks/suite_detail.html", _suite_context(suite_obj) | {
+            "form_error": "Runs must be a whole number from 1 to 20."}, status=400)
+    return redirect("tasks:validation-run", suite=suite_obj.name, run_id=run.pk)
+
+
+@role_required()
+def validation_run(request: HttpRequest, suite: str, run_id: int) -> HttpResponse:
+    run = get_object_or_404(ValidationRun.objects.select_related("suite"), pk=run_id, suite__name=suite)
+    tasks = list(run.suite.tasks.order_by("task_id").values_list("task_id", flat=True))
+    rows = [(task_id, run.results.get(task_id, "pending")) for task_id in tasks]
+    return render(request, "tasks/validation_run.html", {"run": run, "rows": rows})

@@ -12,7 +12,7 @@ from webapp.roles import REVIEWER, has_role
 
 # Group names are built from client input, so they are checked against the only
 # shapes the server ever publishes to (and the channel layer's own name limits).
-GROUP_RE = re.compile(r"^(trajectory|batch|run)-[A-Za-z0-9_.-]{1,64}$")
+GROUP_RE = re.compile(r"^(trajectory|batch|run|validation)-[A-Za-z0-9_.-]{1,64}$")
 MAX_SUBSCRIPTIONS = 64
 
 
@@ -39,7 +39,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         action, group = content.get("action"), content.get("group")
         if action not in {"subscribe", "unsubscribe"} or not isinstance(group, str) or not GROUP_RE.match(group):
             await self.send_json(
-                {"type": "error", "error": "expected {action: subscribe|unsubscribe, group: trajectory-<id>|batch-<id>|run-<id>}"}
+                {"type": "error", "error": "expected {action: subscribe|unsubscribe, group: trajectory-<id>|batch-<id>|run-<id>|validation-<id>}"}
             )
             return
         if action == "subscribe":

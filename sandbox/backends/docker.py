@@ -233,6 +233,10 @@ class DockerBackend(Backend):
                 Ulimit(name="fsize", soft=limits.file_size_mb << 20, hard=limits.file_size_mb << 20),
                 Ulimit(name="cpu", soft=limits.cpu_seconds, hard=limits.cpu_seconds),
             ],
+            # A tiny init (docker-init / catatonit) is pid 1, not the command: the kernel drops
+            # default-action signals to a namespace's pid 1, so SIGXFSZ, SIGTERM or SIGINT
+            # would not end the command the way they do on the host and under bwrap.
+            init=True,
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             # Output is read from the attach stream; a log file would only let endless output fill the disk.
@@ -367,7 +371,7 @@ class DockerBackend(Backend):
                 if exited:
                     break
                 time.sleep(max(0.0, min(status_delay, wake - time.monotonic())))
-                status_delay = min(status_delay * 2, WORKSPACE_POLL_S)
+                status_delay = min(status_delay * 1.5, WORKSPACE_POLL_S)
                 continue
             # An SSL socket may hold decrypted bytes select() can't see.
             pending = getattr(sock, "pending", None)

@@ -26,11 +26,14 @@ from sandbox.backends.docker import LABEL, DockerBackend
 START_TIMEOUT_S = 60.0
 
 
+class PodmanUnavailable(RuntimeError):
+    """No private podman service could be started (not installed, or it failed to come up)."""
+
+
 def podman_command(state: Path, socket_path: Path) -> list[str]:
     podman = shutil.which("podman")
     if podman is None or shutil.which("runc") is None:
-        pytest.fail("podman and runc are needed for the docker backend tests: `apt-get install -y podman runc`",
-                    pytrace=False)
+        raise PodmanUnavailable("podman and runc are needed for the docker backend: `apt-get install -y podman runc`")
     return [
         podman,
         "--root", str(state / "root"),
@@ -49,12 +52,19 @@ def podman_command(state: Path, socket_path: Path) -> list[str]:
 
 @contextlib.contextmanager
 def podman_service() -> Iterator[str]:
-    """Start a private `podman system service`, yield its base_url, stop it and delete its state."""
+    """Start a private `podman system service`, yield its base_url, stop it and delete its state.
+
+    Usable outside pytest too (the bench): failures raise PodmanUnavailable.
+    """
     state = Path(tempfile.mkdtemp(prefix="crucible-podman-"))
     socket_path = state / "api.sock"
     base_url = f"unix://{socket_path}"
     log_path = state / "service.log"
-    cmd = podman_command(state, socket_path)
+    try:
+        cmd = podman_command(state, socket_path)
+    except PodmanUnavailable:
+        shutil.rmtree(state, ignore_errors=True)
+        raise
     # Image imports stage their layers in TMPDIR (default /var/tmp); keep that private too.
     env = {**os.environ, "TMPDIR": str(state / "tmp")}
     (state / "tmp").mkdir()
@@ -77,7 +87,7 @@ def _wait_until_up(proc: subprocess.Popen[bytes], base_url: str, log_path: Path)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"podman system service exited with {proc.returncode}: {_tail(log_path)}", pytrace=False)
+            raise PodmanUnavailable(f"podman system service exited with {proc.returncode}: {_tail(log_path)}")
         with contextlib.suppress(Exception):
             client = docker.DockerClient(base_url=base_url, version="auto", timeout=5)
             try:
@@ -86,8 +96,7 @@ def _wait_until_up(proc: subprocess.Popen[bytes], base_url: str, log_path: Path)
             finally:
                 client.close()
         time.sleep(0.05)
-    pytest.fail(f"podman system service did not answer within {START_TIMEOUT_S:.0f}s: {_tail(log_path)}",
-                pytrace=False)
+    raise PodmanUnavailable(f"podman system service did not answer within {START_TIMEOUT_S:.0f}s: {_tail(log_path)}")
 
 
 def _remove_sandbox_containers(base_url: str) -> None:
@@ -136,10 +145,18 @@ def _tail(path: Path, size: int = 2000) -> str:
 
 @pytest.fixture(scope="session")
 def docker_backend() -> Iterator[DockerBackend]:
-    """A DockerBackend talking to a private podman service for the whole test session."""
-    with podman_service() as base_url:
-        backend = DockerBackend(base_url=base_url)
+    """A DockerBackend talking to a private podman service for the whole test session.
+
+    A missing or broken podman fails the tests that need it; it never skips them.
+    """
+    with contextlib.ExitStack() as stack:
+        problem = ""
         try:
-            yield backend
-        finally:
-            backend.close()
+            base_url = stack.enter_context(podman_service())
+        except PodmanUnavailable as exc:
+            problem = str(exc)
+        if problem:
+            pytest.fail(problem, pytrace=False)
+        backend = DockerBackend(base_url=base_url)
+        stack.callback(backend.close)
+        yield backend

@@ -8,6 +8,7 @@ from tqdm import tqdm
 from rewards.services import RewardError, check_reward_sanity, spec_from_option
 from rewards.spec import SpecError
 from tasks.models import Task
+from tasks.services import TaskStoreError
 
 
 class Command(BaseCommand):
@@ -36,7 +37,7 @@ class Command(BaseCommand):
                          file=self.stderr._out):
             try:
                 row = check_reward_sanity(task, spec, options["backend"])
-            except RewardError as exc:
+            except (RewardError, TaskStoreError) as exc:
                 raise CommandError(str(exc)) from None
             stubs = " ".join(f"{k}={v:g}" for k, v in row.stubs.items())
             self.stdout.write(f"{task.task_id}: expected {row.expected:g}, empty {row.empty:g}, {stubs}; gap {row.gap:g}"

@@ -7,10 +7,11 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from rewards.scoring import TaskSpec, score_patch
-from rewards.services import RewardError, spec_from_option, task_spec_for
+from rewards.services import RewardError, spec_from_option
 from rewards.spec import SpecError
 from sandbox import SandboxError
 from tasks.models import Task
+from tasks.services import TaskStoreError, task_spec_for
 from tasks.taskdir import TaskDirError, read_task_dir
 
 
@@ -50,7 +51,7 @@ class Command(BaseCommand):
             if not task.fail_to_pass:
                 raise CommandError(f"task {task.task_id} has no FAIL_TO_PASS tests to score against")
             score = score_patch(task, patch, spec, options["backend"])
-        except (TaskDirError, RewardError, SpecError, SandboxError) as exc:
+        except (TaskDirError, TaskStoreError, RewardError, SpecError, SandboxError) as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
             self.stdout.write(json.dumps(score.to_json()))

@@ -1,0 +1,240 @@
+"""Task validation (seed §3.4): executable, reproducible, context complete, safe, licensed.
+
+Plain Python over a TaskSpec (no Django), so a worker or a script can run it; the
+result is a report with a status and the evidence for every reason.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from license_expression import get_spdx_licensing
+
+from rewards.diffs import split_patch
+from rewards.scoring import TaskSpec, run_task_tests
+from sandbox import Limits, ToolError
+from sandbox.backends.base import Backend
+from sandbox.results import TestReport
+
+# Detectors with few false positives on ordinary code; entropy and keyword detectors
+# flag every test fixture that says password = "...".
+SECRET_PLUGINS = [
+    "AWSKeyDetector", "ArtifactoryDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "DiscordBotTokenDetector",
+    "GitHubTokenDetector", "GitLabTokenDetector", "JwtTokenDetector", "MailchimpDetector", "NpmDetector",
+    "OpenAIDetector", "PrivateKeyDetector", "PypiTokenDetector", "SendGridDetector", "SlackDetector",
+    "SquareOAuthDetector", "StripeDetector", "TelegramBotTokenDetector", "TwilioKeyDetector",
+]
+DANGEROUS = re.compile(
+    r"rm\s+-rf\s+/|\bmkfs\b|\bdd\s+if=|:\(\)\s*\{|\bcurl\b|\bwget\b|\bsudo\b|\bchmod\s+777\b|\bnc\s+-e\b|"
+    r"\bshutdown\b|\breboot\b|/etc/passwd|\bos\.system\(|\bshell\s*=\s*True"
+)
+# Repository paths a statement points the agent at: anything with a directory part, or
+# a Python module. A bare "local.cfg" is usually the user's file, not the repo's.
+PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.\w+|[\w-]+\.py)\b")
+HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
+LICENSE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING", "COPYING.txt")
+LICENSE_SIGNATURES = [
+    ("MIT", "Permission is hereby granted, free of charge"),
+    ("Apache-2.0", "Apache License"),
+    ("BSD-3-Clause", "Neither the name of"),
+    ("BSD-2-Clause", "Redistribution and use in source and binary forms"),
+    ("GPL-3.0-or-later", "GNU GENERAL PUBLIC LICENSE"),
+    ("ISC", "Permission to use, copy, modify, and/or distribute this software"),
+    ("Unlicense", "This is free and unencumbered software released into the public domain"),
+]
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    reason: str = ""
+    evidence: list[Any] = field(default_factory=list)
+    hard: bool = True  # a failed hard check makes the task invalid
+
+
+@dataclass
+class ValidationReport:
+    status: str  # valid | flaky | invalid
+    checks: list[Check]
+    fail_to_pass: list[str]
+    pass_to_pass: list[str]
+    flaky: list[str]
+    license: str | None
+    needs_review: bool
+    runs: int
+    test_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["reasons"] = [c.reason for c in self.checks if not c.ok]
+        return data
+
+
+def _outcomes(report: TestReport) -> dict[str, str]:
+    return {node: t.outcome for node, t in report.tests.items()}
+
+
+def detect_license(snapshot: Path, declared: str, allowlist: list[str]) -> tuple[Check, str | None]:
+    """SPDX id from the licence file (or the declared field), checked against the allowlist."""
+    found = None
+    for name in LICENSE_FILES:
+        path = snapshot / name
+        if path.is_file():
+            text = path.read_text(errors="replace")[:20000]
+            found = next((spdx for spdx, needle in LICENSE_SIGNATURES if needle.lower() in text.lower()), None)
+            break
+    if found is None and declared:
+        licensing = get_spdx_licensing()
+        if not licensing.validate(declared).errors:
+            found = licensing.parse(declared).render()
+    if found is None:
+        return Check("licensed", False, "no licence found: a person must decide whether it may be used"), None
+    if found not in allowlist:
+        return Check("licensed", False, f"licence {found} is not on the allowlist", [found]), found
+    return Check("licensed", True, evidence=[found]), found
+
+
+def scan_secrets(texts: dict[str, str], files: list[Path]) -> list[dict[str, Any]]:
+    from detect_secrets import SecretsCollection
+    from detect_secrets.settings import transient_settings
+
+    found: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="crucible-secrets-") as tmp, transient_settings(
+        {"plugins_used": [{"name": name} for name in SECRET_PLUGINS]}
+    ):
+        collection = SecretsCollection()
+        names: dict[str, str] = {}
+        for label, text in texts.items():
+            path = Path(tmp) / label.replace("/", "_")
+            path.write_text(text)
+            names[str(path)] = label
+            collection.scan_file(str(path))
+        for file in files:
+            collection.scan_file(str(file))
+        for filename, secrets in collection.data.items():
+            for secret in secrets:
+                found.append({"where": names.get(filename, filename), "type": secret.type, "line": secret.line_number})
+    return found
+
+
+def check_context(task: TaskSpec, statement: str, expected_patch: str, base_commit: str) -> list[Check]:
+    snapshot_files = {p.relative_to(task.base_dir).as_posix() for p in task.base_dir.rglob("*") if p.is_file()}
+    # Tracebacks shorten paths ("…/pkg/mod.py", "../pkg/mod.py"): match on the tail.
+    named = sorted({re.sub(r"^(\.+/)+", "", m) for m in PATH_TOKEN.findall(statement)} - {""})
+    missing = [p for p in named if not any(f == p or f.endswith("/" + p) for f in snapshot_files)]
+    checks = [Check("context_complete", not missing,
+                    f"the statement names files the snapshot lacks: {', '.join(missing)}" if missing else "", missing)]
+    leaks: list[str] = []
+    for patch in split_patch(expected_patch) if expected_patch.strip() else []:
+        for _, line in patch.added_lines():
+            stripped = line.strip()
+            if len(stripped) >= 20 and stripped in statement:
+                leaks.append(f"patch line: {stripped[:120]}")
+    for node in (*task.fail_to_pass, *task.pass_to_pass):
+        name = node.split("::")[-1].split("[")[0]
+        if len(name) > 5 and re.search(rf"\b{re.escape(name)}\b", statement):
+            leaks.append(f"test name: {name}")
+    if base_commit and len(base_commit) >= 7 and any(base_commit.startswith(h) or h.startswith(base_commit)
+                                                      for h in HEX.findall(statement.lower())):
+        leaks.append(f"commit hash: {base_commit}")
+    checks.append(Check("no_leak", not leaks, "the statement leaks the answer: " + "; ".join(leaks[:5]) if leaks else "",
+                        leaks))
+    return checks
+
+
+def validate(
+    task: TaskSpec,
+    statement: str,
+    expected_patch: str,
+    *,
+    base_commit: str = "",
+    declared_license: str = "",
+    license_allowlist: list[str],
+    runs: int = 5,
+    backend: Backend | str = "bwrap",
+    limits: Limits | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> ValidationReport:
+    checks: list[Check] = []
+    seconds = 0.0
+    base_runs: list[dict[str, str]] = []
+    fixed_runs: list[dict[str, str]] = []
+    executable = True
+    for i in range(runs):
+        progress(f"base run {i + 1}/{runs}")
+        report = run_task_tests(task, None, backend, limits)
+        seconds += report.exec.duration_ms / 1000
+        if not report.tests:
+            executable = False
+            checks.append(Check("executable", False, "the test command ran no tests on the base: "
+                                + "; ".join(report.inconsistencies or [report.exec.stderr[-300:]]),
+                                [report.exec.stdout[-1000:], report.exec.stderr[-1000:]]))
+            break
+        base_runs.append(_outcomes(report))
+    if executable:
+        for i in range(runs):
+            progress(f"patched run {i + 1}/{runs}")
+            try:
+                report = run_task_tests(task, expected_patch, backend, limits)
+            except ToolError as exc:
+                checks.append(Check("executable", False, f"the expected patch does not apply: {exc}"))
+                executable = False
+                break
+            seconds += report.exec.duration_ms / 1000
+            fixed_runs.append(_outcomes(report))
+    if executable:
+        checks.append(Check("executable", True))
+    f2p, p2p, flaky = _stable_lists(base_runs, fixed_runs)
+    if executable:
+        if task.fail_to_pass:
+            wrong = [t for t in task.fail_to_pass if t not in f2p and t not in flaky]
+            checks.append(Check("fail_to_pass_matches", not wrong,
+                                f"listed FAIL_TO_PASS tests do not fail before and pass after: {', '.join(wrong[:5])}"
+                                if wrong else "", wrong))
+            f2p = [t for t in task.fail_to_pass if t in f2p]
+            p2p = [t for t in (task.pass_to_pass or p2p) if t in p2p]
+        checks.append(Check("fail_to_pass_nonempty", bool(f2p),
+                            "" if f2p else "no test fails before the fix and passes after it (tests already pass, "
+                            "or the patch does not fix them)"))
+        checks.append(Check("stable", not flaky, f"quarantined flaky tests: {', '.join(flaky[:5])}" if flaky else "",
+                            flaky, hard=False))
+    checks += check_context(task, statement, expected_patch, base_commit)
+    test_files = [p for p in task.tests_dir.rglob("*") if p.is_file()]
+    secrets = scan_secrets({"statement": statement, "expected_patch": expected_patch},
+                           [p for p in task.base_dir.rglob("*") if p.is_file() and p.stat().st_size < 1_000_000])
+    checks.append(Check("no_secrets", not secrets, f"possible secrets: {len(secrets)} found" if secrets else "", secrets))
+    dangerous = [f"{p.relative_to(task.tests_dir)}: {m.group(0)}" for p in test_files
+                 for m in DANGEROUS.finditer(p.read_text(errors="replace"))]
+    dangerous += [f"test_command: {m.group(0)}" for m in DANGEROUS.finditer(task.test_command)]
+    checks.append(Check("safe_commands", not dangerous, "dangerous commands in the tests" if dangerous else "",
+                        dangerous))
+    license_check, spdx = detect_license(task.base_dir, declared_license, license_allowlist)
+    checks.append(license_check)
+    hard_failures = [c for c in checks if not c.ok and c.hard]
+    status = "invalid" if hard_failures else ("flaky" if flaky else "valid")
+    return ValidationReport(status, checks, f2p, p2p, flaky, spdx, needs_review=spdx is None, runs=runs,
+                            test_seconds=round(seconds, 3))
+
+
+def _stable_lists(base_runs: list[dict[str, str]], fixed_runs: list[dict[str, str]]) -> tuple[list[str], list[str], list[str]]:
+    """FAIL_TO_PASS, PASS_TO_PASS and flaky tests from repeated runs."""
+    if not base_runs or not fixed_runs:
+        return [], [], []
+    nodes = sorted(set().union(*base_runs, *fixed_runs))
+    f2p, p2p, flaky = [], [], []
+    for node in nodes:
+        before = {run.get(node, "missing") for run in base_runs}
+        after = {run.get(node, "missing") for run in fixed_runs}
+        if len(before) > 1 or len(after) > 1:
+            flaky.append(node)
+        elif after == {"passed"} and before != {"passed"}:
+            f2p.append(node)
+        elif after == {"passed"} and before == {"passed"}:
+            p2p.append(node)
+    return f2p, p2p, flaky
