@@ -111,6 +111,7 @@ def validate_task(task: Task, runs: int = 5, backend: str | None = None,
     spec = task_spec_for(task)
     report = validate(
         spec, task.statement, task.expected_patch, base_commit=task.base_commit, declared_license=task.license,
+        source=task.source,
         license_allowlist=settings.CRUCIBLE_LICENSE_ALLOWLIST, runs=runs,
         backend=backend or settings.CRUCIBLE_SANDBOX_BACKEND, progress=progress,
     )

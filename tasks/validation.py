@@ -123,7 +123,8 @@ def scan_secrets(texts: dict[str, str], files: list[Path]) -> list[dict[str, Any
     return found
 
 
-def check_context(task: TaskSpec, statement: str, expected_patch: str, base_commit: str) -> list[Check]:
+def check_context(task: TaskSpec, statement: str, expected_patch: str, base_commit: str,
+                  tests_are_given: bool = False) -> list[Check]:
     snapshot_files = {p.relative_to(task.base_dir).as_posix() for p in task.base_dir.rglob("*") if p.is_file()}
     # Tracebacks shorten paths ("…/pkg/mod.py", "../pkg/mod.py"): match on the tail.
     named = sorted({re.sub(r"^(\.+/)+", "", m) for m in PATH_TOKEN.findall(statement)} - {""})
@@ -136,7 +137,8 @@ def check_context(task: TaskSpec, statement: str, expected_patch: str, base_comm
             stripped = line.strip()
             if len(stripped) >= 20 and stripped in statement:
                 leaks.append(f"patch line: {stripped[:120]}")
-    for node in (*task.fail_to_pass, *task.pass_to_pass):
+    # An error-log task's statement is the failing run itself: naming the test is the point.
+    for node in () if tests_are_given else (*task.fail_to_pass, *task.pass_to_pass):
         name = node.split("::")[-1].split("[")[0]
         if len(name) > 5 and re.search(rf"\b{re.escape(name)}\b", statement):
             leaks.append(f"test name: {name}")
@@ -155,6 +157,7 @@ def validate(
     *,
     base_commit: str = "",
     declared_license: str = "",
+    source: str = "",
     license_allowlist: list[str],
     runs: int = 5,
     backend: Backend | str = "bwrap",
@@ -204,7 +207,7 @@ def validate(
                             "or the patch does not fix them)"))
         checks.append(Check("stable", not flaky, f"quarantined flaky tests: {', '.join(flaky[:5])}" if flaky else "",
                             flaky, hard=False))
-    checks += check_context(task, statement, expected_patch, base_commit)
+    checks += check_context(task, statement, expected_patch, base_commit, tests_are_given=source == "error_log")
     test_files = [p for p in task.tests_dir.rglob("*") if p.is_file()]
     secrets = scan_secrets({"statement": statement, "expected_patch": expected_patch},
                            [p for p in task.base_dir.rglob("*") if p.is_file() and p.stat().st_size < 1_000_000])

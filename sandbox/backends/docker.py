@@ -451,7 +451,7 @@ class DockerBackend(Backend):
         return True, int(code) if code is not None else None
 
     def _kill(self, container_id: str) -> None:
-        # SIGKILL now: a command running as pid 1 ignores the SIGTERM a stop/rm -f sends first.
+        # SIGKILL now: stop and rm -f send SIGTERM first and may wait 10 s for it to work.
         with contextlib.suppress(docker.errors.DockerException, requests.RequestException):
             self.api.kill(container_id, signal="SIGKILL")
 

@@ -1,0 +1,47 @@
+"""Tasks from error logs (seed §3.3): a stack trace or failing test output plus a repository.
+
+The statement is the log itself; the verifier is the failing test the log names (or
+the one given). An expected patch is optional: without one the task can be solved
+and scored, and validation says it could not confirm the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+from tasks.builders.common import BuildError, common_dir, write_task_dir
+from tasks.storage import iter_tree
+
+FAILED_NODE = re.compile(r"^(?:FAILED|ERROR)\s+(\S+\.py::\S+)", re.MULTILINE)
+TRACE_FILE = re.compile(r'File "([^"]+\.py)", line \d+')
+MAX_LOG_CHARS = 20000
+
+
+def failing_tests(log: str) -> list[str]:
+    return sorted(set(FAILED_NODE.findall(log)))
+
+
+def build_task(repo: Path, log: str, out: Path, tests: list[str] | None = None, expected_patch: str = "",
+               repo_name: str | None = None, task_id: str | None = None) -> Path:
+    if not log.strip():
+        raise BuildError("the log is empty")
+    nodes = tests or failing_tests(log)
+    if not nodes:
+        raise BuildError("the log names no failing test (pytest's 'FAILED path::test' lines); pass --test NODEID")
+    files = sorted({node.split("::")[0] for node in nodes})
+    missing = [f for f in files if not (repo / f).is_file()]
+    if missing:
+        raise BuildError(f"the failing tests' files are not in {repo}: {', '.join(missing)}")
+    iter_tree(repo)  # refuses symlinks before anything is copied
+    hidden = {f: (repo / f).read_bytes() for f in files}
+    text = log if len(log) <= MAX_LOG_CHARS else log[:MAX_LOG_CHARS // 2] + "\n[...]\n" + log[-MAX_LOG_CHARS // 2:]
+    statement = ("# Failing tests\n\nThe test run below fails. Find the cause in the code and fix it "
+                 "(the tests are right).\n\n```\n" + text.replace("```", "'''") + "\n```\n")
+    name = repo_name or repo.name
+    digest = hashlib.sha256(log.encode() + "\0".join(nodes).encode()).hexdigest()[:10]
+    metadata = {"source": "error_log", "repo": name, "test_command": "python -m pytest -q",
+                "fail_to_pass": nodes, "tags": ["error_log"]}
+    return write_task_dir(out, task_id or f"{name}-log-{digest}", statement, repo, hidden, common_dir(files),
+                          expected_patch, metadata)

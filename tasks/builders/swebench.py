@@ -1,0 +1,93 @@
+"""SWE-bench instances (JSONL) to task directories, given a local clone per repository."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rewards.diffs import split_patch
+from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
+
+REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
+
+
+def _test_list(value: Any, where: str) -> list[str]:
+    """FAIL_TO_PASS / PASS_TO_PASS come as lists or as JSON-encoded lists."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise BuildError(f"{where} is not a JSON list") from None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise BuildError(f"{where} must be a list of test ids")
+    return value
+
+
+def read_instances(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise BuildError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise BuildError(f"{path}: line {lineno}: an instance must be a JSON object")
+            missing = [k for k in REQUIRED if not isinstance(record.get(k), str) or not record[k]]
+            if missing:
+                raise BuildError(f"{path}: line {lineno}: missing or empty {', '.join(missing)}")
+            yield lineno, record
+
+
+def clone_for(repos_dir: Path, repo: str) -> Path:
+    """owner/name -> REPOS/owner__name, REPOS/owner/name or REPOS/name, whichever exists."""
+    owner, _, name = repo.partition("/")
+    for candidate in (repos_dir / f"{owner}__{name}", repos_dir / owner / name, repos_dir / (name or owner)):
+        if (candidate / ".git").exists() or (candidate / "HEAD").exists():
+            return candidate
+    raise BuildError(f"no local clone of {repo} under {repos_dir} (tried {owner}__{name}, {repo}, {name or owner})")
+
+
+def build_task(record: dict[str, Any], lineno: int, repos_dir: Path, out: Path) -> Path:
+    where = f"line {lineno} ({record['instance_id']})"
+    clone = clone_for(repos_dir, record["repo"])
+    test_files = [p.path for p in split_patch(record["test_patch"]) if p.new_path]
+    if not test_files:
+        raise BuildError(f"{where}: test_patch adds or changes no test file")
+    with tempfile.TemporaryDirectory(prefix="crucible-swebench-") as tmp:
+        snapshot = Path(tmp) / "snapshot"
+        try:
+            export_tree(clone, record["base_commit"], snapshot)
+        except BuildError as exc:
+            raise BuildError(f"{where}: {exc}") from None
+        # The hidden tests are the test files as test_patch leaves them.
+        work = Path(tmp) / "with_tests"
+        shutil.copytree(snapshot, work)
+        git(work, "init", "-q")
+        try:
+            git(work, "apply", "--whitespace=nowarn", "-", input=record["test_patch"].encode())
+        except BuildError as exc:
+            raise BuildError(f"{where}: test_patch does not apply at base_commit: {exc}") from None
+        hidden = {path: (work / path).read_bytes() for path in test_files}
+        metadata = {
+            "source": "issue_pr", "repo": record["repo"], "base_commit": record["base_commit"],
+            "test_command": record.get("test_cmd") or "python -m pytest -q",
+            "fail_to_pass": _test_list(record.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS"),
+            "pass_to_pass": _test_list(record.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS"),
+            "tags": ["swe-bench"], **({"version": record["version"]} if isinstance(record.get("version"), str) else {}),
+        }
+        task_id = record["instance_id"].replace("/", "__")
+        return write_task_dir(out, task_id, record["problem_statement"], snapshot, hidden, common_dir(test_files),
+                              record["patch"], metadata)
+
+
+def build_all(path: Path, repos_dir: Path, out: Path) -> list[Path]:
+    """Every instance, or none: the first bad line stops the build before any import."""
+    return [build_task(record, lineno, repos_dir, out) for lineno, record in read_instances(path)]
