@@ -12,10 +12,11 @@ setup: system-packages $(STAMP)
 	@$(BIN)/python manage.py migrate --no-input -v0
 
 # System packages: installed only when missing and only when we may (root).
-SYSTEM_NEEDS := bwrap:bubblewrap redis-server:redis-server chromium:chromium git:git
+SYSTEM_NEEDS := bwrap:bubblewrap redis-server:redis-server chromium:chromium git:git podman:podman runc:runc \
+	catatonit:catatonit
 system-packages:
 	@missing=""; for pair in $(SYSTEM_NEEDS); do cmd=$${pair%%:*}; pkg=$${pair##*:}; \
-	  command -v $$cmd >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
+	  { command -v $$cmd || test -e $$cmd; } >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    echo "installing system packages:$$missing"; \

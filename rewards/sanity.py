@@ -43,7 +43,7 @@ class SanityResult:
                 "gap": self.gap, "separates": self.separates}
 
 
-def _changed_functions(base: Path, patch: str) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+def changed_functions(base: Path, patch: str) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
     """Functions in the base whose lines the expected patch touches, per file."""
     found: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
     for file_patch in split_patch(patch):
@@ -79,7 +79,7 @@ def _touched_lines(text: str) -> set[int]:
 def stub_patch(base: Path, patch: str, body: str) -> str:
     """A git-format patch replacing each changed function's body with `body`."""
     out = []
-    for path, funcs in _changed_functions(base, patch).items():
+    for path, funcs in changed_functions(base, patch).items():
         lines = (base / path).read_text().splitlines(keepends=True)
         new = list(lines)
         for func in sorted(funcs, key=lambda f: f.lineno, reverse=True):

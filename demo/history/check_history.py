@@ -144,7 +144,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--python", default=sys.executable, help="interpreter that runs pytest")
     args = parser.parse_args()
-    probe = subprocess.run([args.python, "-m", "pytest", "--version"], capture_output=True, env=pytest_env(), check=False)
+    probe = subprocess.run(
+        [args.python, "-m", "pytest", "--version"], capture_output=True, env=pytest_env(), check=False
+    )
     if probe.returncode:
         print(f"{args.python} cannot run pytest", file=sys.stderr)
         return 2

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,8 @@ import pytest
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend
 from sandbox.backends.bwrap import BwrapBackend
+from sandbox.backends.docker import DockerBackend
+from sandbox.podman import PodmanUnavailable, podman_service
 
 DEMO_TASK = Path(__file__).resolve().parents[2] / "demo" / "tasks" / "task_0001"
 SMALL = Limits(wall_seconds=20, pids=64, memory_mb=1024, workspace_mb=64, file_size_mb=16,
@@ -33,3 +36,22 @@ def backend_for(name: str, request: pytest.FixtureRequest) -> Backend:
     if name == "bwrap":
         return BwrapBackend()
     return request.getfixturevalue("docker_backend")  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="session")
+def docker_backend() -> Iterator[DockerBackend]:
+    """A DockerBackend talking to a private podman service for the whole test session.
+
+    A missing or broken podman fails the tests that need it; it never skips them.
+    """
+    with contextlib.ExitStack() as stack:
+        problem = ""
+        try:
+            base_url = stack.enter_context(podman_service())
+        except PodmanUnavailable as exc:
+            problem = str(exc)
+        if problem:
+            pytest.fail(problem, pytrace=False)
+        backend = DockerBackend(base_url=base_url)
+        stack.callback(backend.close)
+        yield backend

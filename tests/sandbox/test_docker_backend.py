@@ -25,7 +25,6 @@ import pytest
 from sandbox.backends.base import BASE_ENV, SandboxError
 from sandbox.backends.docker import BASE_IMAGE, LABEL, DockerBackend
 from sandbox.limits import Limits
-from tests.sandbox.podman import docker_backend as docker_backend  # the session fixture
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = Limits(wall_seconds=20, cpu_seconds=20, memory_mb=256, pids=64, file_size_mb=16, open_files=256,
@@ -33,9 +32,10 @@ SMALL = Limits(wall_seconds=20, cpu_seconds=20, memory_mb=256, pids=64, file_siz
 
 
 @pytest.fixture(autouse=True)
-def no_container_is_left(docker_backend: DockerBackend) -> Iterator[None]:
+def nothing_is_left(docker_backend: DockerBackend) -> Iterator[None]:
     yield
     assert docker_backend.client.containers.list(all=True) == []
+    assert sandbox_user_processes() == []
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from rewards.spec import load_spec
 from sandbox import Sandbox
 from tasks.models import Task
 from tasks.services import task_spec_for, validate_task
+from tasks.storage import tree_path
 from tests.conftest import DEMO
 
 pytestmark = pytest.mark.django_db
@@ -83,3 +85,26 @@ def test_an_error_log_becomes_a_task_whose_verifier_is_the_failing_test(tmp_path
     with pytest.raises(CommandError, match="names no failing test"):
         (tmp_path / "empty.log").write_text("all good\n")
         call_command("build_tasks", "--from-log", str(tmp_path / "empty.log"), "--repo", str(repo), verbosity=0)
+
+
+def test_the_demo_history_yields_valid_tasks_from_real_commits(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "repos"
+    subprocess.run([sys.executable, str(DEMO / "history" / "build_history.py"), str(out)], check=True,
+                   capture_output=True, timeout=300)
+    for repo in ("configkit", "textstats", "invledger"):
+        call_command("build_tasks", "--from-git", str(out / repo), "--issues", str(out / f"{repo}.issues.json"),
+                     "--suite", "history", "--validate", "--runs", "1", verbosity=0)
+    tasks = list(Task.objects.filter(suite__name="history"))
+    valid = [t for t in tasks if t.validation_status == "valid"]
+    assert len(valid) >= 10, {t.task_id: t.validation_report.get("reasons") for t in tasks if t not in valid}
+    task = next(t for t in tasks if "parse_config" in t.statement and "empty" in t.statement.lower())
+    assert task.source == "git_history" and task.tests_dest == "tests"
+    parent = git(out / "configkit", "rev-parse", f"{task.task_id.split('-')[1]}^")
+    assert task.base_commit == parent and parent[:10] not in task.statement
+    stored = tree_path(task.snapshot_hash)
+    assert not (stored / ".git").exists()  # no history to mine in the snapshot
+    assert [f for f in task.snapshot_files if str(f[0]).startswith(".git/")] == []
+    # Commits that touch only docs, only tests, or only code are not tasks.
+    subjects = {t.statement.splitlines()[0] for t in tasks}
+    assert not any("README" in s or "Add tests for" in s or "helper" in s.lower() for s in subjects)

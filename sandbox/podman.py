@@ -1,4 +1,4 @@
-"""A private Podman API service for testing the docker backend without a Docker engine.
+"""A private Podman API service: the docker backend without a Docker engine (tests, bench).
 
 Podman's `system service` speaks the Docker Engine API. Every service started here has
 its own storage, run state, tmp, volume and network-config dirs under one temp dir, so
@@ -19,9 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import docker
-import pytest
 
-from sandbox.backends.docker import LABEL, DockerBackend
+from sandbox.backends.docker import LABEL
 
 START_TIMEOUT_S = 60.0
 
@@ -141,22 +140,3 @@ def _tail(path: Path, size: int = 2000) -> str:
     with contextlib.suppress(OSError):
         return path.read_text(errors="replace")[-size:]
     return "(no log)"
-
-
-@pytest.fixture(scope="session")
-def docker_backend() -> Iterator[DockerBackend]:
-    """A DockerBackend talking to a private podman service for the whole test session.
-
-    A missing or broken podman fails the tests that need it; it never skips them.
-    """
-    with contextlib.ExitStack() as stack:
-        problem = ""
-        try:
-            base_url = stack.enter_context(podman_service())
-        except PodmanUnavailable as exc:
-            problem = str(exc)
-        if problem:
-            pytest.fail(problem, pytrace=False)
-        backend = DockerBackend(base_url=base_url)
-        stack.callback(backend.close)
-        yield backend

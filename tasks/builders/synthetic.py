@@ -1,0 +1,150 @@
+"""Synthetic bug injection checked by mutation testing (seed §3.2).
+
+A mutant becomes a task only when the repository's own tests notice it: at least one
+test that passes on the original fails on the mutant, and nothing times out. The
+expected patch is the reverse diff; the statement is written from the failing
+output (assertion messages, not test names or the change itself).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox import Limits, Sandbox
+from sandbox.backends.base import Backend
+from sandbox.results import TestReport
+from tasks.builders.common import BuildError, common_dir, write_task_dir
+from tasks.builders.mutation import Mutant, combine, mutants_for_repo, sample_mutants
+from tasks.storage import iter_tree
+
+TEST_ARGS = ("-q",)
+
+
+@dataclass
+class Detected:
+    mutants: list[Mutant]
+    killed: list[str]  # tests that pass on the original and fail on the mutant
+    still_passing: list[str]
+    messages: list[str]
+
+
+def _git_diff(path: str, before: str, after: str) -> str:
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{path}", f"b/{path}")
+    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+    return f"diff --git a/{path} b/{path}\n{body}" if body else ""
+
+
+def _apply_mutants(workspace: Path, mutants: list[Mutant]) -> None:
+    for mutant in mutants:
+        (workspace / mutant.path).write_text(mutant.mutated)
+
+
+def _run(repo: Path, mutants: list[Mutant], backend: Backend | str, timeout: float) -> TestReport:
+    with Sandbox(repo, backend, limits=Limits(wall_seconds=timeout)) as box:
+        _apply_mutants(box.workspace, mutants)
+        return box.run_tests(TEST_ARGS)
+
+
+def baseline(repo: Path, backend: Backend | str) -> tuple[set[str], float]:
+    report = _run(repo, [], backend, 300)
+    passing = {node for node, t in report.tests.items() if t.outcome == "passed"}
+    if not report.valid or not passing:
+        raise BuildError(f"{repo}: the repository's tests must pass before bugs are injected "
+                         f"({'; '.join(report.inconsistencies) or 'no passing test'})")
+    return passing, report.exec.duration_ms / 1000
+
+
+def detect(repo: Path, mutants: list[Mutant], passing: set[str], backend: Backend | str,
+           timeout: float) -> Detected | None:
+    report = _run(repo, mutants, backend, timeout)
+    if report.exec.timed_out:
+        return None  # an endless loop is not a bug an agent can be scored on fairly
+    killed = sorted(node for node in passing if report.outcome(node) != "passed")
+    if not killed:
+        return None
+    messages = [report.tests[n].message for n in killed if n in report.tests and report.tests[n].message]
+    return Detected(mutants, killed, sorted(passing - set(killed)), messages)
+
+
+ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
+
+
+def statement_for(found: Detected) -> str:
+    modules = sorted({m.path for m in found.mutants})
+    # Object addresses differ run to run; the same bug must give the same statement.
+    messages = [ADDRESS.sub("0x…", m) for m in found.messages]
+    shown = [m for m in dict.fromkeys(messages) if m][:3] or ["(the failures carry no message)"]
+    where = ", ".join(f"`{p}`" for p in modules)
+    text = "\n".join(f"- {m}" for m in shown)
+    return (f"# Regression in {where}\n\nAfter a recent change, {len(found.killed)} of the project's tests fail. "
+            f"The failures report:\n\n{text}\n\nFind the bug in the library code and fix it; the tests are right.\n")
+
+
+def write_task(repo: Path, found: Detected, out: Path, repo_name: str, test_files: list[str]) -> Path:
+    with tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp:
+        snapshot = Path(tmp) / "snapshot"
+        shutil.copytree(repo, snapshot, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache"))
+        _apply_mutants(snapshot, found.mutants)
+        patch = "".join(_git_diff(m.path, m.mutated, m.original) for m in found.mutants)
+        key = "".join(m.mutated for m in found.mutants).encode()
+        task_id = f"{repo_name}-mut-{hashlib.sha256(key).hexdigest()[:10]}"
+        hidden = {f: (repo / f).read_bytes() for f in test_files}
+        metadata = {
+            "source": "synthetic_mutation", "repo": repo_name, "test_command": "python -m pytest -q",
+            "fail_to_pass": found.killed, "pass_to_pass": found.still_passing,
+            "tags": ["synthetic", *sorted({m.operator for m in found.mutants})],
+            # How the bug was made, for audit (seed §10.2: keep generation records).
+            "mutation": [{"path": m.path, "operator": m.operator, "description": m.description, "line": m.line,
+                          "function": m.function} for m in found.mutants],
+        }
+        return write_task_dir(out, task_id, statement_for(found), snapshot, hidden, common_dir(test_files), patch,
+                              metadata)
+
+
+def synthesize(repo: Path, count: int, seed: int, out: Path, backend: Backend | str = "bwrap", combined: int = 0,
+               progress: Callable[[int, int], None] = lambda kept, tried: None) -> list[Path]:
+    """Up to `count` single-bug tasks, then up to `combined` tasks joining two of them."""
+    if count < 1:
+        raise BuildError("count must be at least 1")
+    iter_tree(repo)  # refuses symlinks out of the repository
+    passing, seconds = baseline(repo, backend)
+    timeout = max(10.0, 3 * seconds + 5)
+    test_files = sorted({node.split("::")[0] for node in passing})
+    candidates = sample_mutants(mutants_for_repo(repo), 10_000, seed)
+    if not candidates:
+        raise BuildError(f"{repo}: no Python code to mutate")
+    kept: list[Detected] = []
+    built: list[Path] = []
+    name = repo.resolve().name
+    for tried, mutant in enumerate(candidates, 1):
+        if len(kept) >= count:
+            break
+        found = detect(repo, [mutant], passing, backend, timeout)
+        progress(len(kept) + (found is not None), tried)
+        if found is not None:
+            kept.append(found)
+            built.append(write_task(repo, found, out, name, test_files))
+    for first, second in zip(kept[::2], kept[1::2], strict=False):
+        if combined <= 0:
+            break
+        pair = _pair(first.mutants[0], second.mutants[0])
+        found = detect(repo, pair, passing, backend, timeout) if pair else None
+        if found is not None:
+            built.append(write_task(repo, found, out, name, test_files))
+            combined -= 1
+    return built
+
+
+def _pair(a: Mutant, b: Mutant) -> list[Mutant] | None:
+    if a.path == b.path:
+        joined = combine(a, b)
+        return [joined] if joined is not None else None
+    return [a, b]
