@@ -17,6 +17,8 @@ from typing import Any
 from sandbox import Limits
 from sandbox.backends.base import Backend
 from sandbox.backends.bwrap import BwrapBackend
+from sandbox.backends.docker import DockerBackend
+from sandbox.podman import PodmanUnavailable, podman_service
 
 RUNS = int(os.environ.get("BENCH_SANDBOX_RUNS", "100"))
 DOCKER_RUNS = int(os.environ.get("BENCH_DOCKER_RUNS", "20"))
@@ -67,17 +69,11 @@ def run() -> dict[str, Any]:
 
 def _docker(workspace: Path, bare_p50: float) -> Any:
     try:
-        from sandbox.podman import podman_service
-
-        from sandbox.backends.docker import DockerBackend
-    except ImportError as exc:
-        return f"unavailable: {exc}"
-    try:
         with podman_service() as base_url:
             backend = DockerBackend(base_url=base_url)
             try:
                 return _backend(backend, workspace, DOCKER_RUNS, bare_p50)
             finally:
                 backend.close()
-    except Exception as exc:  # noqa: BLE001 - a bench reports what it could not measure
+    except PodmanUnavailable as exc:
         return f"unavailable: {exc}"
