@@ -12,9 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench import jsonl_io, sandbox_start, score_patch
+from bench import jsonl_io, sandbox_start, score_patch, validation
 
-BENCHES = {"sandbox_start": sandbox_start.run, "score_patch": score_patch.run, "jsonl_io": jsonl_io.run}
+BENCHES = {"sandbox_start": sandbox_start.run, "score_patch": score_patch.run, "validation": validation.run,
+           "jsonl_io": jsonl_io.run}
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 
 
