@@ -34,14 +34,15 @@ class BwrapBackend(Backend):
             "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
             "--cap-drop", "ALL", "--json-status-fd", "{status_fd}",
         ]
+        # The private /tmp comes first: a runtime that lives under the host's /tmp (a
+        # checkout there, as CI may use) is then mounted on top of it, not hidden by it.
+        cmd += ["--size", str(limits.workspace_mb * 1024 * 1024), "--tmpfs", "/tmp"]  # noqa: S108 - private
         for path in self.runtime.ro_paths:
             cmd += ["--ro-bind", path, path]
         for target, link in self.runtime.symlinks:
             if not any(p == link for p in self.runtime.ro_paths):
                 cmd += ["--symlink", target, link]
-        cmd += ["--proc", "/proc", "--dev", "/dev",
-                "--size", str(limits.workspace_mb * 1024 * 1024), "--tmpfs", "/tmp",  # noqa: S108 - private
-                "--bind", str(workspace), WORKSPACE_MOUNT]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(workspace), WORKSPACE_MOUNT]
         for host, inside in extra_ro_binds:
             cmd += ["--ro-bind", str(host), inside]
         for host, inside in extra_rw_binds:

@@ -453,7 +453,7 @@ class _SiteCollector(cst.CSTVisitor):
         if _is_inert_call(node):
             return False
         positional = [arg for arg in node.args if arg.keyword is None and not arg.star]
-        if len(positional) >= 2:
+        if len(positional) >= 2 and not _is_type_check(node):
             first, second = positional[0], positional[1]
             if not first.value.deep_equals(second.value):
                 swapped = {id(first): second.value, id(second): first.value}
@@ -625,6 +625,11 @@ def _is_skipped_guard(test: cst.BaseExpression) -> bool:
     return False
 
 
+def _is_type_check(call: cst.Call) -> bool:
+    """`isinstance(dict, x)` is a TypeError on every call: a crash, not a plausible bug."""
+    return isinstance(call.func, cst.Name) and call.func.value in ("isinstance", "issubclass")
+
+
 def _is_inert_call(call: cst.Call) -> bool:
     names: list[str] = []
     func: cst.BaseExpression = call.func
@@ -691,7 +696,8 @@ class _Splicer:
     def _regenerate(self, site: _Site) -> str | None:
         if site.new is None:
             return None  # never seen in practice; dropping one mutant beats guessing
-        return self.module.deep_replace(site.old, site.new).code
+        regenerated = self.module.deep_replace(site.old, site.new)
+        return regenerated.code if isinstance(regenerated, cst.Module) else None
 
 
 def _render(module: cst.Module, node: cst.CSTNode, indent: Sequence[str]) -> str:
