@@ -114,6 +114,7 @@ class _Site:
     new: cst.CSTNode | None
     whole_lines: bool
     indent: tuple[str, ...]  # indentation of the enclosing blocks, outermost first
+    unit: cst.FunctionDef | None  # innermost enclosing def: the smallest text worth re-parsing
     line: int
     column: int
     function: str | None
@@ -139,14 +140,12 @@ def mutants_for_source(source: str, path: str, operators: Iterable[str] | None =
     wrapper.visit(collector)
     splicer = _Splicer(wrapper)
 
-    # Check mutants with the real compiler when we can: it also rejects things
-    # libcst accepts, such as `return` with a value inside an async generator.
-    strict = _compiles(source, path)
+    checker = _SyntaxChecker(splicer, path)
     seen = {source}
     mutants: list[Mutant] = []
     for site in sorted(collector.sites, key=_site_key):
         mutated = splicer.apply(site)
-        if mutated is None or mutated in seen or not _parses(mutated, path, strict):
+        if mutated is None or mutated in seen or not checker.accepts(site, mutated):
             continue
         seen.add(mutated)
         mutants.append(
@@ -277,6 +276,7 @@ class _SiteCollector(cst.CSTVisitor):
         self._negative_literals: set[int] = set()  # Integer nodes already handled as `-n`
         self._elifs: set[int] = set()
         self._indent: list[str] = []
+        self._defs: list[cst.FunctionDef] = []
 
     # ---- bookkeeping
 
@@ -299,6 +299,7 @@ class _SiteCollector(cst.CSTVisitor):
                 new=new,
                 whole_lines=whole_lines,
                 indent=tuple(self._indent),
+                unit=self._defs[-1] if self._defs else None,
                 line=start.line,
                 column=start.column,
                 function=self._function(),
@@ -333,10 +334,12 @@ class _SiteCollector(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         self._scopes.append(("def", node.name.value))
+        self._defs.append(node)
         return True
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self._scopes.pop()
+        self._defs.pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
         self._scopes.append(("class", node.name.value))
@@ -678,9 +681,7 @@ class _Splicer:
 
     def apply(self, site: _Site) -> str | None:
         if site.whole_lines:
-            span = self.syntactic[site.old]
-            start = self.line_starts[span.start.line - 1]
-            end = self.line_starts[span.end.line] if span.end.line < len(self.line_starts) else len(self.text)
+            start, end = self.lines_of(site.old)
             return self.text[:start] + self.text[end:]
         span = self.inclusive[site.old]
         start = self._offset(span.start.line, span.start.column)
@@ -692,6 +693,13 @@ class _Splicer:
 
     def _offset(self, line: int, column: int) -> int:
         return self.line_starts[line - 1] + column
+
+    def lines_of(self, node: cst.CSTNode) -> tuple[int, int]:
+        """Offsets of the whole physical lines ``node`` spans: [start, end)."""
+        span = self.syntactic[node]
+        start = self.line_starts[span.start.line - 1]
+        end = self.line_starts[span.end.line] if span.end.line < len(self.line_starts) else len(self.text)
+        return start, end
 
     def _regenerate(self, site: _Site) -> str | None:
         if site.new is None:
@@ -713,6 +721,44 @@ def _render(module: cst.Module, node: cst.CSTNode, indent: Sequence[str]) -> str
     )
     node._codegen(state)
     return "".join(state.tokens)
+
+
+class _SyntaxChecker:
+    """Decides whether a mutated file still parses, re-parsing as little as it can.
+
+    Parsing the whole file per mutant dominates the cost on big files, so a
+    mutant inside a function is checked by compiling just that function (as the
+    body of an ``if 1:`` when it is indented). That is only trusted when the
+    untouched function compiles on its own; otherwise (say it uses ``nonlocal``)
+    the whole file is compiled.
+
+    The real compiler is used whenever the original compiles under this
+    interpreter: it also rejects what libcst's grammar allows, such as
+    ``return None`` inside an async generator.
+    """
+
+    def __init__(self, splicer: _Splicer, path: str) -> None:
+        self.splicer = splicer
+        self.path = path
+        self.strict = _compiles(splicer.text, path)
+        self._standalone: dict[int, bool] = {}
+
+    def accepts(self, site: _Site, mutated: str) -> bool:
+        if site.unit is not None:
+            start, end = self.splicer.lines_of(site.unit)
+            if self._compiles_alone(site.unit, self.splicer.text[start:end]):
+                grown = len(mutated) - len(self.splicer.text)
+                return _parses(_as_block(mutated[start : end + grown]), self.path, self.strict)
+        return _parses(mutated, self.path, self.strict)
+
+    def _compiles_alone(self, unit: cst.FunctionDef, text: str) -> bool:
+        if id(unit) not in self._standalone:
+            self._standalone[id(unit)] = _parses(_as_block(text), self.path, self.strict)
+        return self._standalone[id(unit)]
+
+
+def _as_block(snippet: str) -> str:
+    return "if 1:\n" + snippet if snippet[:1] in (" ", "\t") else snippet
 
 
 def _compiles(source: str, path: str) -> bool:
