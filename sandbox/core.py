@@ -199,6 +199,8 @@ class Sandbox:
                 f"--junitxml={inside}/report.xml", *args]
         result = self.backend.run(argv, self.workspace, self.limits.with_timeout(timeout), self.env,
                                   extra_rw_binds=() if local else ((reports, inside),))
+        if self.startup_ms is None:
+            self.startup_ms = result.startup_ms
         report = TestReport(exec=result)
         try:
             report.tests, report.collected = junit.parse(reports / "report.xml")

@@ -18,3 +18,15 @@ def import_trajectories_job(path: str) -> dict[str, int]:
     trajectories already stored, so a retry neither duplicates nor half-writes.
     """
     return asdict(import_trajectories(Path(path)))
+
+
+@shared_task(queue="rollouts", time_limit=6 * 3600, acks_late=True, reject_on_worker_lost=True)
+def run_trajectory_job(trajectory_pk: int, stale_after: float | None = None) -> dict[str, object]:
+    """One rollout. Safe to deliver twice: only the worker that claims the row runs it."""
+    from trajectories.rollouts import run_trajectory
+
+    trajectory = run_trajectory(trajectory_pk, stale_after)
+    if trajectory is None:
+        return {"trajectory": trajectory_pk, "ran": False}
+    return {"trajectory": trajectory_pk, "ran": True, "status": trajectory.status,
+            "termination": trajectory.termination, "steps": trajectory.step_count}

@@ -4,8 +4,6 @@ from django.db import models
 
 from tasks.models import Task, TaskSuite
 
-ACTION_TYPES = ("read_file", "write_file", "edit_file", "run_command", "search", "run_tests", "submit")
-
 
 class Trajectory(models.Model):
     """One agent attempt at one task: the guide's record plus provenance."""
@@ -22,7 +20,22 @@ class Trajectory(models.Model):
         DISTILLED = "distilled"
         IMPORTED = "imported"
 
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        FINISHED = "finished"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
     trajectory_id = models.UUIDField(unique=True)
+    # Rollouts made here belong to a batch; imported trajectories have none.
+    batch = models.ForeignKey("RolloutBatch", null=True, blank=True, on_delete=models.CASCADE,
+                              related_name="trajectories")
+    sample_index = models.PositiveIntegerField(null=True, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.FINISHED, db_index=True)
+    attempt = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
     schema_version = models.PositiveSmallIntegerField(default=1)
     # task_ref keeps the task id as recorded, so a trajectory for a task that is not
     # (yet) in this database still imports and exports unchanged.
@@ -50,6 +63,10 @@ class Trajectory(models.Model):
 
     class Meta:
         ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "task_ref", "sample_index"], name="one_rollout_per_sample",
+                                    condition=models.Q(batch__isnull=False)),
+        ]
         indexes = [
             models.Index(fields=["-created_at", "-id"], name="traj_created"),
             models.Index(fields=["suite", "-created_at"], name="traj_suite_created"),
@@ -84,3 +101,37 @@ class Step(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trajectory_id}#{self.step}"
+
+
+class RolloutBatch(models.Model):
+    """A suite x samples per task x policy settings; each trajectory is a job on `rollouts`."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    suite = models.ForeignKey(TaskSuite, on_delete=models.PROTECT, related_name="batches")
+    policy_kind = models.CharField(max_length=16)  # hf | openai | scripted | replay
+    model = models.CharField(max_length=300, blank=True)
+    base_url = models.CharField(max_length=300, blank=True)  # openai policies
+    samples = models.PositiveIntegerField(default=1)
+    temperature = models.FloatField(default=0.8)
+    top_p = models.FloatField(default=1.0)
+    max_steps = models.PositiveIntegerField(default=30)
+    max_new_tokens = models.PositiveIntegerField(default=256)
+    sandbox = models.CharField(max_length=16, default="bwrap")
+    seed = models.IntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk}: {self.policy_kind} on {self.suite_id}"

@@ -14,7 +14,10 @@ from typing import Any, NotRequired, TypedDict
 import orjson
 
 SCHEMA_VERSION = 1
-ACTION_TYPES = frozenset({"read_file", "write_file", "edit_file", "run_command", "search", "run_tests", "submit"})
+# "invalid": a policy reply that named no usable tool; it is a step (the model is told
+# what was wrong), recorded with the raw reply as its input.
+ACTION_TYPES = frozenset({"read_file", "write_file", "edit_file", "run_command", "search", "run_tests", "submit",
+                          "invalid"})
 TERMINATIONS = frozenset({"submitted", "max_steps", "timeout", "error", ""})
 SOURCES = frozenset({"online", "offline", "distilled", "imported"})
 # Fixed namespace: a record without a trajectory_id gets the same id every time it

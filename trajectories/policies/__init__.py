@@ -1,0 +1,1 @@
+"""Policies: what decides an agent's next action (hf, openai, scripted, replay)."""

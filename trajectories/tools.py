@@ -1,0 +1,104 @@
+"""The agent's tools: their schemas (shown to the model) and how each runs in the sandbox.
+
+Plain Python over a `sandbox.Sandbox`; observations are bounded here so a command that
+prints megabytes cannot blow up a trajectory or a model's context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sandbox import Sandbox, ToolError
+
+MAX_OBSERVATION_CHARS = 8000
+TOOL_ACTION_TYPES = {
+    "read_file": "read_file", "write_file": "write_file", "edit_file": "edit_file", "run_command": "run_command",
+    "search": "search", "search_symbol": "search", "run_tests": "run_tests", "submit": "submit",
+}
+
+
+def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
+        "type": "object", "properties": properties, "required": required}}}
+
+
+_S = {"type": "string"}
+TOOLS: list[dict[str, Any]] = [
+    _fn("read_file", "Read a file of the repository.", {"path": _S}, ["path"]),
+    _fn("write_file", "Create or overwrite a file with the given content.", {"path": _S, "content": _S},
+        ["path", "content"]),
+    _fn("edit_file", "Replace one exact occurrence of old_text with new_text in a file.",
+        {"path": _S, "old_text": _S, "new_text": _S}, ["path", "old_text", "new_text"]),
+    _fn("run_command", "Run a shell command in the repository (no network).", {"command": _S}, ["command"]),
+    _fn("search", "Search the repository's files for a text.", {"pattern": _S}, ["pattern"]),
+    _fn("search_symbol", "Find where a Python function or class is defined.", {"name": _S}, ["name"]),
+    _fn("run_tests", "Run the repository's visible tests (optionally only some paths).",
+        {"paths": {"type": "array", "items": _S}}, []),
+    _fn("submit", "Finish: your changes to the repository are the answer.", {}, []),
+]
+
+
+@dataclass
+class ToolResult:
+    observation: str
+    truncated: bool
+    exit_code: int | None
+    sandbox_ms: float  # time spent running in a sandbox, for the infra-overhead bench
+
+
+def bound(text: str, limit: int = MAX_OBSERVATION_CHARS) -> tuple[str, bool]:
+    if len(text) <= limit:
+        return text, False
+    half = limit // 2
+    return f"{text[:half]}\n[... {len(text) - limit} characters omitted ...]\n{text[-half:]}", True
+
+
+def _str(args: dict[str, Any], key: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str):
+        raise ToolError(f"argument '{key}' must be a string")
+    return value
+
+
+def run_tool(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str], timeout: float) -> ToolResult:
+    """Run one tool call; a ToolError becomes the observation (the agent sees what was wrong)."""
+    try:
+        return _run(box, name, args, visible_tests, timeout)
+    except ToolError as exc:
+        return ToolResult(f"error: {exc}", False, None, 0.0)
+
+
+def _run(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str], timeout: float) -> ToolResult:
+    if name == "read_file":
+        text, truncated = bound(box.read_file(_str(args, "path")))
+        return ToolResult(text, truncated, None, 0.0)
+    if name == "write_file":
+        return ToolResult(box.write_file(_str(args, "path"), _str(args, "content")), False, None, 0.0)
+    if name == "edit_file":
+        return ToolResult(box.edit_file(_str(args, "path"), _str(args, "old_text"), _str(args, "new_text")), False,
+                          None, 0.0)
+    if name == "search":
+        hits = box.search(_str(args, "pattern"))
+        text, truncated = bound("\n".join(map(str, hits)) or "no matches")
+        return ToolResult(text, truncated, None, 0.0)
+    if name == "search_symbol":
+        hits = box.search_symbol(_str(args, "name"))
+        return ToolResult("\n".join(map(str, hits)) or "no definitions found", False, None, 0.0)
+    if name == "run_command":
+        result = box.exec(_str(args, "command"), timeout=timeout)
+        text = result.stdout + (f"\n[stderr]\n{result.stderr}" if result.stderr else "")
+        if result.timed_out:
+            text += f"\n[timed out after {timeout:g} s]"
+        text, truncated = bound(text)
+        return ToolResult(text, truncated or result.truncated, result.exit_code, result.duration_ms)
+    if name == "run_tests":
+        paths = args.get("paths") or visible_tests
+        if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
+            raise ToolError("argument 'paths' must be a list of strings")
+        report = box.run_tests(paths, timeout=timeout)
+        text, truncated = bound(report.exec.stdout + report.exec.stderr)
+        return ToolResult(text, truncated, report.exec.exit_code, report.exec.duration_ms)
+    if name == "submit":
+        return ToolResult("submitted", False, None, 0.0)
+    raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_ACTION_TYPES)}")
