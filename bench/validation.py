@@ -43,7 +43,7 @@ def _bare_runs(task_dir: Path, runs: int) -> float:
 
 
 def run() -> dict[str, Any]:
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for task_id in TASKS:
         task_dir = DEMO / task_id
         spec = TaskSpec.from_task_dir(task_dir)
@@ -54,7 +54,8 @@ def run() -> dict[str, Any]:
         took = time.perf_counter() - started
         rows[task_id] = {"status": report.status, "validate_s": round(took, 2), "bare_runs_s": round(bare, 2),
                          "ratio": round(took / bare, 2)}
-    ratios = [r["ratio"] for r in rows.values()]
+    ratios = [float(r["ratio"]) for r in rows.values()]
+    seconds = [float(r["validate_s"]) for r in rows.values()]
     return {"runs_each_way": RUNS, "tasks": rows,
             "summary": {"median_ratio": round(statistics.median(ratios), 2),
-                        "median_validate_s": round(statistics.median(r["validate_s"] for r in rows.values()), 2)}}
+                        "median_validate_s": round(statistics.median(seconds), 2)}}

@@ -108,8 +108,8 @@ def _step(box: Sandbox, task: AgentTask, number: int, call: ToolCall | None, tho
     if call is None or call.name not in TOOL_ACTION_TYPES:
         reason = (error or "no tool call") if call is None else f"unknown tool {call.name!r}"
         observation = (f"error: {reason}. Reply with exactly one tool call; tools: {', '.join(TOOL_ACTION_TYPES)}.")
-        action_input, _ = bound(raw or thought, 4000)
-        return ({"step": number, "action_type": "invalid", "action_input": action_input, "observation": observation,
+        raw_text, _ = bound(raw or thought, 4000)
+        return ({"step": number, "action_type": "invalid", "action_input": raw_text, "observation": observation,
                  "observation_truncated": False, "thought": thought, "timestamp": stamp, "exit_code": None,
                  "sandbox_ms": 0.0}, None)
     result = run_tool(box, call.name, call.arguments, task.visible_tests, task.command_timeout)

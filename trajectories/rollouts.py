@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -78,7 +79,7 @@ def pending(batch: RolloutBatch, stale_after: float | None = None) -> list[Traje
     """Trajectories still to run: queued, failed, cancelled, or running with a dead heartbeat."""
     waiting = Q(status__in=[Trajectory.Status.QUEUED, Trajectory.Status.FAILED, Trajectory.Status.CANCELLED])
     if stale_after is not None:
-        cutoff = timezone.now() - timezone.timedelta(seconds=stale_after)
+        cutoff = timezone.now() - timedelta(seconds=stale_after)
         waiting |= Q(status=Trajectory.Status.RUNNING) & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at=None))
     return list(batch.trajectories.filter(waiting).order_by("id"))
 
@@ -113,7 +114,7 @@ def claim(trajectory_pk: int, stale_after: float | None = None) -> bool:
     """
     claimable = Q(status__in=[Trajectory.Status.QUEUED, Trajectory.Status.FAILED])
     if stale_after is not None:
-        cutoff = timezone.now() - timezone.timedelta(seconds=stale_after)
+        cutoff = timezone.now() - timedelta(seconds=stale_after)
         claimable |= Q(status=Trajectory.Status.RUNNING) & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at=None))
     claimable |= Q(status=Trajectory.Status.CANCELLED) & ~Q(batch__status=RolloutBatch.Status.CANCELLED)
     won = Trajectory.objects.filter(Q(pk=trajectory_pk) & claimable).update(
