@@ -4,6 +4,10 @@ from typing import Any
 
 from django.db.models import QuerySet
 from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from tasks.models import TaskSuite
 from trajectories.models import Step, Trajectory
@@ -51,3 +55,14 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet[Trajectory]):
 
     def get_serializer_class(self) -> Any:
         return TrajectoryDetailSerializer if self.action == "retrieve" else TrajectorySerializer
+
+    @action(detail=True, methods=["get"])
+    def steps(self, request: Request, trajectory_id: str | None = None) -> Response:
+        """Steps after ?after=N, for a live page that joined late (or reconnected)."""
+        trajectory = self.get_object()
+        try:
+            after = int(request.query_params.get("after", "0"))
+        except ValueError:
+            raise ValidationError({"after": "must be an integer"}) from None
+        steps = trajectory.steps.filter(step__gt=after).order_by("step")[:500]
+        return Response({"status": trajectory.status, "steps": StepSerializer(steps, many=True).data})

@@ -262,7 +262,7 @@ def _after_trajectory(trajectory: Trajectory) -> None:
         if counts["left"] == 0 and batch.status != RolloutBatch.Status.CANCELLED:
             status = RolloutBatch.Status.FAILED if counts["failed"] else RolloutBatch.Status.SUCCEEDED
             RolloutBatch.objects.filter(pk=batch.pk).update(status=status, finished_at=timezone.now())
-            counts["status"] = status
+            counts["batch_status"] = status
         publish_on_commit(f"batch-{batch.pk}", {"kind": "trajectory", "trajectory_id": str(trajectory.trajectory_id),
                                                 "status": trajectory.status, "termination": trajectory.termination,
                                                 "steps": trajectory.step_count, **counts})

@@ -1,0 +1,78 @@
+"""Pages for rollout batches: list and launch form, detail with live progress."""
+
+from __future__ import annotations
+
+from django import forms
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from tasks.models import TaskSuite
+from trajectories.models import RolloutBatch
+from trajectories.rollouts import POLICIES, RolloutError, batch_metrics, cancel_batch, resume_batch, start_batch
+from webapp.permissions import role_required
+from webapp.roles import RESEARCHER
+
+
+class LaunchForm(forms.Form):
+    suite = forms.ModelChoiceField(queryset=TaskSuite.objects.order_by("name"), to_field_name="name")
+    policy = forms.ChoiceField(choices=[(p, p) for p in POLICIES])
+    model = forms.CharField(required=False, max_length=300, help_text="model dir (hf) or model name (openai)")
+    base_url = forms.CharField(required=False, max_length=300, help_text="OpenAI-compatible server (openai)")
+    samples = forms.IntegerField(min_value=1, max_value=64, initial=1)
+    temperature = forms.FloatField(min_value=0, max_value=2, initial=0.8)
+    max_steps = forms.IntegerField(min_value=1, max_value=200, initial=30)
+    sandbox = forms.ChoiceField(choices=[("bwrap", "bwrap"), ("docker", "docker")])
+
+
+@role_required()
+def batch_list(request: HttpRequest) -> HttpResponse:
+    form = LaunchForm(request.POST or None)
+    if request.method == "POST":
+        if not _may_launch(request):
+            return render(request, "trajectories/batch_list.html", _list_context(form), status=403)
+        if form.is_valid():
+            data = form.cleaned_data
+            try:
+                batch = start_batch(data["suite"], data["policy"], data["model"], samples=data["samples"],
+                                    temperature=data["temperature"], max_steps=data["max_steps"],
+                                    sandbox=data["sandbox"], base_url=data["base_url"], user=request.user)
+            except RolloutError as exc:
+                form.add_error(None, str(exc))
+            else:
+                return redirect("batches:detail", batch_id=batch.pk)
+        return render(request, "trajectories/batch_list.html", _list_context(form), status=400)
+    return render(request, "trajectories/batch_list.html", _list_context(form))
+
+
+def _may_launch(request: HttpRequest) -> bool:
+    from webapp.roles import has_role
+
+    return has_role(request.user, RESEARCHER)
+
+
+def _list_context(form: LaunchForm) -> dict[str, object]:
+    return {"form": form, "batches": RolloutBatch.objects.select_related("suite")[:100]}
+
+
+@role_required()
+def batch_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
+    batch = get_object_or_404(RolloutBatch.objects.select_related("suite"), pk=batch_id)
+    trajectories = batch.trajectories.order_by("task_ref", "sample_index").only(
+        "trajectory_id", "task_ref", "sample_index", "status", "termination", "step_count", "final_reward", "success")
+    return render(request, "trajectories/batch_detail.html",
+                  {"batch": batch, "trajectories": trajectories, "metrics": batch_metrics(batch)})
+
+
+@require_POST
+@role_required(RESEARCHER)
+def batch_cancel(request: HttpRequest, batch_id: int) -> HttpResponse:
+    cancel_batch(get_object_or_404(RolloutBatch, pk=batch_id))
+    return redirect("batches:detail", batch_id=batch_id)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def batch_resume(request: HttpRequest, batch_id: int) -> HttpResponse:
+    resume_batch(get_object_or_404(RolloutBatch, pk=batch_id))
+    return redirect("batches:detail", batch_id=batch_id)
