@@ -2,10 +2,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from datetime import timedelta
+
 from django.db.models import Avg, Count, Q
+from django.utils import timezone
 
 from tasks.models import Task, TaskSuite
-from trajectories.models import Trajectory
+from trajectories.models import Step, Trajectory
 
 
 def dashboard_counts() -> dict[str, Any]:
@@ -23,4 +26,17 @@ def dashboard_counts() -> dict[str, Any]:
         "succeeded": traj["succeeded"],
         "mean_reward": traj["mean_reward"],
         "recent": list(Trajectory.objects.select_related("suite").order_by("-created_at", "-id")[:10]),
+        "rollouts": rollout_metrics(),
     }
+
+
+def rollout_metrics(hours: int = 24) -> dict[str, Any]:
+    """Seed §8's three, over the last day of rollouts made here."""
+    since = timezone.now() - timedelta(hours=hours)
+    recent = Trajectory.objects.filter(batch__isnull=False, status=Trajectory.Status.FINISHED, heartbeat_at__gte=since)
+    startups = [s["startup_ms"] for s in recent.values_list("sandbox", flat=True)
+                if isinstance(s, dict) and isinstance(s.get("startup_ms"), int | float)]
+    latency = Step.objects.filter(trajectory__in=recent).aggregate(avg=Avg("duration_ms"))["avg"]
+    return {"per_hour": round(recent.count() / hours, 1), "finished": recent.count(),
+            "startup_ms": round(sum(startups) / len(startups), 1) if startups else None,
+            "step_ms": round(latency, 1) if latency is not None else None}

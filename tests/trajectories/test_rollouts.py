@@ -155,3 +155,15 @@ def test_killing_the_worker_mid_batch_then_resuming_leaves_no_duplicates() -> No
         numbers = list(Step.objects.filter(trajectory=trajectory).order_by("step").values_list("step", flat=True))
         assert numbers == list(range(1, trajectory.step_count + 1))
     assert any(t.attempt == 2 for t in trajectories)  # the killed one ran again, once
+
+
+@pytest.mark.django_db
+def test_the_batch_page_and_dashboard_show_rollout_metrics(reviewer_client: object) -> None:
+    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    for trajectory in batch.trajectories.all():
+        run_trajectory(trajectory.pk)
+    html = reviewer_client.get(f"/batches/{batch.pk}/").content.decode()  # type: ignore[attr-defined]
+    assert "Trajectories / hour" in html and "Avg sandbox start-up</dt><dd>–" not in html
+    assert 'data-group="batch-' in html and html.count("data-trajectory=") == len(SMALL)
+    dashboard = reviewer_client.get("/").content.decode()  # type: ignore[attr-defined]
+    assert f"{len(SMALL)} finished" in dashboard and "avg step latency" in dashboard
