@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-from typing import Any
-
 from datetime import timedelta
+from typing import Any
 
 from django.db.models import Avg, Count, Q
 from django.utils import timezone
