@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -295,3 +296,53 @@ def batch_metrics(batch: RolloutBatch) -> dict[str, Any]:
 
 def episode_summary(episode: Episode) -> dict[str, Any]:
     return asdict(episode)
+
+
+# What legitimately differs between two runs of the same action: timings and the
+# per-run report path the test runner is given.
+TIMING = re.compile(r"\bin \d+(\.\d+)?s\b|\d+(\.\d+)? ?ms\b|/run/[0-9a-f]{32}")
+
+
+@dataclass
+class ReplayReport:
+    trajectory_id: str
+    steps: int
+    same: int
+    differences: list[dict[str, Any]]
+
+    @property
+    def reproducible(self) -> bool:
+        return not self.differences
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def step(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+
+
+def replay_trajectory(trajectory_id: str, backend: str = "bwrap") -> ReplayReport:
+    """Run a recorded trajectory's actions again in a fresh sandbox: same observations?
+
+    Timings ("3 passed in 0.05s") and report paths are ignored; everything else
+    must match, or the difference is reported step by step.
+    """
+    from trajectories.policies.replay import ReplayPolicy
+
+    trajectory = Trajectory.objects.select_related("task").get(trajectory_id=trajectory_id)
+    if trajectory.task is None:
+        raise RolloutError(f"task {trajectory.task_ref!r} is not in this database")
+    recorded = list(trajectory.steps.order_by("step").values("step", "action_type", "action_input", "observation",
+                                                             "thought"))
+    spec = agent_task(trajectory.task, max_steps=len(recorded) + 1)
+    collected = _Collect()
+    run_episode(spec, ReplayPolicy(recorded, str(trajectory_id)), collected, backend)
+    differences = []
+    for old, new in zip(recorded, collected.records, strict=False):
+        if TIMING.sub("<t>", old["observation"]) != TIMING.sub("<t>", new["observation"]):
+            differences.append({"step": old["step"], "recorded": old["observation"][:2000],
+                                "replayed": new["observation"][:2000]})
+    same = min(len(recorded), len(collected.records)) - len(differences)
+    return ReplayReport(str(trajectory_id), len(recorded), same, differences)

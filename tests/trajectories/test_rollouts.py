@@ -15,7 +15,7 @@ from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO, start_worker
 from trajectories.models import RolloutBatch, Step, Trajectory
-from trajectories.rollouts import RolloutError, resume_batch, run_trajectory, start_batch
+from trajectories.rollouts import RolloutError, replay_trajectory, resume_batch, run_trajectory, start_batch
 from trajectories.schema import check_record
 
 SMALL = ("task_0001", "task_0008", "task_0013")
@@ -167,3 +167,17 @@ def test_the_batch_page_and_dashboard_show_rollout_metrics(reviewer_client: obje
     assert 'data-group="batch-' in html and html.count("data-trajectory=") == len(SMALL)
     dashboard = reviewer_client.get("/").content.decode()  # type: ignore[attr-defined]
     assert f"{len(SMALL)} finished" in dashboard and "avg step latency" in dashboard
+
+
+@pytest.mark.django_db
+def test_replaying_a_trajectory_reproduces_its_observations() -> None:
+    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    trajectory = run_trajectory(batch.trajectories.first().pk)  # type: ignore[union-attr]
+    assert trajectory is not None
+    report = replay_trajectory(str(trajectory.trajectory_id))
+    assert report.reproducible and report.same == trajectory.step_count
+    step = trajectory.steps.get(step=1)
+    step.observation = "something else entirely"
+    step.save(update_fields=["observation"])
+    changed = replay_trajectory(str(trajectory.trajectory_id))
+    assert not changed.reproducible and changed.differences[0]["step"] == 1
