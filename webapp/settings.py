@@ -177,8 +177,9 @@ SPECTACULAR_SETTINGS = {
 # Crucible's own limits.
 CRUCIBLE_MAX_JSONL_LINE_BYTES = envint("CRUCIBLE_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
 CRUCIBLE_SANDBOX_BACKEND = envstr("CRUCIBLE_SANDBOX_BACKEND", "bwrap")
-# The bundled model (scripts/fetch_model.py converts it here) for the hf policy.
-CRUCIBLE_DEFAULT_MODEL = envstr("CRUCIBLE_DEFAULT_MODEL", str(VAR_DIR / "models" / "smollm2-135m-instruct"))
+# The bundled model for the hf policy: `make setup` converts it here once. Kept under the
+# project's var/ even when CRUCIBLE_VAR_DIR points elsewhere (tests), so it is made once.
+CRUCIBLE_DEFAULT_MODEL = envstr("CRUCIBLE_DEFAULT_MODEL", str(BASE_DIR / "var" / "models" / "smollm2-135m-instruct"))
 # Licences a task's repository may have to be used for training without a person's say.
 CRUCIBLE_LICENSE_ALLOWLIST = envlist(
     "CRUCIBLE_LICENSE_ALLOWLIST", ["MIT", "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "ISC", "Unlicense", "0BSD",

@@ -1,0 +1,77 @@
+"""Real rollouts with the bundled model: in-process (hf) and through `transformers serve` (openai).
+
+Failing the task is fine; a broken record is not. Every trajectory must end with a
+termination reason, steps numbered 1..n with known action types, and export as a line
+that our own import accepts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from tasks.models import TaskSuite
+from tasks.services import import_task_dirs
+from tests.conftest import DEMO
+from tests.trajectories.model_server import ModelServer, serve_model
+from trajectories.exports import iter_trajectory_lines
+from trajectories.models import Trajectory
+from trajectories.rollouts import run_trajectory, start_batch
+from trajectories.schema import ACTION_TYPES, check_record
+
+MAX_STEPS = 3
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> str:
+    """The bundled model, converted by `make setup` (and here, once, if it is missing)."""
+    from scripts.fetch_model import fetch
+
+    fetch(Path(settings.CRUCIBLE_DEFAULT_MODEL))
+    return str(settings.CRUCIBLE_DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="module")
+def model_server(model_dir: str) -> Iterator[ModelServer]:
+    with serve_model(model_dir) as server:
+        yield server
+
+
+def one_task_suite() -> TaskSuite:
+    import_task_dirs(DEMO / "tasks" / "task_0001", "llm")
+    return TaskSuite.objects.get(name="llm")
+
+
+def assert_well_formed(trajectory: Trajectory) -> None:
+    assert trajectory.status == "finished", trajectory.error
+    assert trajectory.termination in ("submitted", "max_steps", "timeout")
+    steps = list(trajectory.steps.order_by("step"))
+    assert 1 <= len(steps) <= MAX_STEPS and [s.step for s in steps] == list(range(1, len(steps) + 1))
+    assert all(s.action_type in ACTION_TYPES and s.observation for s in steps)
+    line = next(iter_trajectory_lines(Trajectory.objects.filter(pk=trajectory.pk)))
+    record = check_record(json.loads(line), 1, line)
+    assert record["policy"]["temperature"] == 0.7 and record["task_version"].startswith("sha256:")
+
+
+@pytest.mark.django_db
+def test_the_bundled_model_completes_a_real_rollout_in_process(model_dir: str) -> None:
+    batch = start_batch(one_task_suite(), "hf", model_dir, max_steps=MAX_STEPS, temperature=0.7,
+                        max_new_tokens=64, enqueue=False)
+    trajectory = run_trajectory(batch.trajectories.get().pk)
+    assert trajectory is not None
+    assert trajectory.policy["kind"] == "hf" and trajectory.policy["checkpoint"]
+    assert_well_formed(trajectory)
+
+
+@pytest.mark.django_db
+def test_an_openai_compatible_server_drives_a_real_rollout(model_server: ModelServer) -> None:
+    batch = start_batch(one_task_suite(), "openai", model_server.model, base_url=model_server.base_url,
+                        max_steps=MAX_STEPS, temperature=0.7, max_new_tokens=64, enqueue=False)
+    trajectory = run_trajectory(batch.trajectories.get().pk)
+    assert trajectory is not None
+    assert trajectory.policy["kind"] == "openai", model_server.log_tail()
+    assert_well_formed(trajectory)
