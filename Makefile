@@ -10,6 +10,7 @@ export HF_HUB_OFFLINE := 1
 
 setup: system-packages $(STAMP)
 	@$(BIN)/python manage.py migrate --no-input -v0
+	@$(BIN)/python scripts/fetch_model.py
 
 # System packages: installed only when missing and only when we may (root).
 SYSTEM_NEEDS := bwrap:bubblewrap redis-server:redis-server chromium:chromium git:git podman:podman runc:runc \

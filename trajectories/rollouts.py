@@ -338,7 +338,7 @@ def replay_trajectory(trajectory_id: str, backend: str = "bwrap") -> ReplayRepor
                                                              "thought"))
     spec = agent_task(trajectory.task, max_steps=len(recorded) + 1)
     collected = _Collect()
-    run_episode(spec, ReplayPolicy(recorded, str(trajectory_id)), collected, backend)
+    run_episode(spec, ReplayPolicy([dict(s) for s in recorded], str(trajectory_id)), collected, backend)
     differences = []
     for old, new in zip(recorded, collected.records, strict=False):
         if TIMING.sub("<t>", old["observation"]) != TIMING.sub("<t>", new["observation"]):

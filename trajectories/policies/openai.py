@@ -1,0 +1,121 @@
+"""Any OpenAI-compatible chat-completions server as the policy (vLLM, SGLang, Ollama, transformers serve).
+
+The server's own tool-call parser is preferred (`message.tool_calls`); servers that have none for
+the model (transformers serve with a small model, most often) return the `<tool_call>` text as
+content, which is parsed here the same way the local policy parses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Any
+
+import httpx
+
+from trajectories.policies.base import Message, Policy, PolicyError, PolicyOutput
+from trajectories.policies.chat import (
+    FORMAT_HINT,
+    call_from_object,
+    derive_seed,
+    parse_tool_call,
+    to_openai_messages,
+)
+
+_BODY_EXCERPT = 500
+
+
+def api_root(base_url: str) -> str:
+    """`http://host:8000`, `.../v1` and `.../v1/` all mean the same server."""
+    root = base_url.strip().rstrip("/")
+    return root if root.endswith("/v1") else f"{root}/v1"
+
+
+class OpenAIPolicy(Policy):
+    kind = "openai"
+
+    def __init__(self, base_url: str, model: str, temperature: float = 0.8, top_p: float = 1.0,
+                 seed: int | None = None, max_tokens: int = 256, api_key: str | None = None,
+                 timeout: float = 120, stop: list[str] | None = None) -> None:
+        self.base_url = api_root(base_url)
+        self.model = model
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.seed = seed
+        self.max_tokens = int(max_tokens)
+        # Servers that cannot parse tool calls keep generating after one; a stop such as
+        # ["</tool_call>"] saves that time. Off by default: it would cut real servers' parsers short.
+        self.stop = stop
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+
+    def describe(self) -> dict[str, Any]:
+        # A remote server does not say which weights it runs; the model name is the best handle.
+        return {"kind": self.kind, "model": self.model, "checkpoint": self.model, "base_url": self.base_url,
+                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
+                "max_tokens": self.max_tokens}
+
+    def request_body(self, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        chat = to_openai_messages(messages)
+        body: dict[str, Any] = {"model": self.model, "messages": chat, "temperature": self.temperature,
+                                "top_p": self.top_p, "max_tokens": self.max_tokens}
+        if tools:
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+        if self.seed is not None:
+            # Per-conversation seed, as the local policy does: reproducible steps that still differ.
+            body["seed"] = derive_seed(self.seed, chat, tools) % (2**31)
+        if self.stop:
+            body["stop"] = self.stop
+        return body
+
+    def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyOutput:
+        body = self.request_body(messages, tools)
+        started = time.monotonic()
+        try:
+            response = self.client.post("/chat/completions", json=body)
+        except httpx.TimeoutException as exc:
+            raise PolicyError(f"model server {self.base_url} did not answer within the timeout: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise PolicyError(f"cannot reach model server {self.base_url}: {type(exc).__name__}: {exc}") from exc
+        latency_ms = (time.monotonic() - started) * 1000
+        if response.status_code >= 400:
+            # 4xx too: a context overflow, a wrong model name or a bad key will not fix itself next step.
+            raise PolicyError(f"model server {self.base_url} answered HTTP {response.status_code}: "
+                              f"{response.text[:_BODY_EXCERPT]}")
+        try:
+            data = response.json()
+            choice = data["choices"][0]
+            message = choice["message"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise PolicyError(f"model server {self.base_url} sent a reply that is not a chat completion: "
+                              f"{response.text[:_BODY_EXCERPT]}") from exc
+        output = self.read_message(message)
+        output.latency_ms = latency_ms
+        output.usage = {k: v for k, v in (data.get("usage") or {}).items() if isinstance(v, int)}
+        if output.tool_call is None and choice.get("finish_reason") == "length" and output.error:
+            output.error = f"the reply hit the {self.max_tokens}-token limit; {output.error}"
+        return output
+
+    @staticmethod
+    def read_message(message: dict[str, Any]) -> PolicyOutput:
+        """The policy output for one assistant message of a chat completion."""
+        content = message.get("content") or ""
+        if isinstance(content, list):  # content parts
+            content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        calls = message.get("tool_calls") or []
+        if calls:
+            first = calls[0]
+            raw = json.dumps({"content": content, "tool_calls": calls})
+            call, why = call_from_object(first, call_id=str(first.get("id") or "call_0")) \
+                if isinstance(first, dict) else (None, "the tool call is not a JSON object")
+            if call is None:
+                return PolicyOutput(thought=content.strip(), tool_call=None, raw=raw, error=f"{why}. {FORMAT_HINT}")
+            return PolicyOutput(thought=content.strip(), tool_call=call, raw=raw)
+        parsed = parse_tool_call(content)
+        return PolicyOutput(thought=parsed.thought, tool_call=parsed.tool_call, raw=content, error=parsed.error)
+
+    def close(self) -> None:
+        self.client.close()
