@@ -26,7 +26,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def workspace_bytes(root: Path) -> int:
-    """Sum of file sizes under root; tolerant of files vanishing while it walks."""
+    """Sum of regular file sizes under root; tolerant of files vanishing while it walks."""
     total = 0
     stack = [str(root)]
     while stack:
@@ -36,7 +36,7 @@ def workspace_bytes(root: Path) -> int:
                     try:
                         if entry.is_dir(follow_symlinks=False):
                             stack.append(entry.path)
-                        else:
+                        elif entry.is_file(follow_symlinks=False):
                             total += entry.stat(follow_symlinks=False).st_size
                     except OSError:
                         continue

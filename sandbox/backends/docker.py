@@ -34,6 +34,7 @@ from docker.types import Mount, Ulimit
 from sandbox.backends.base import BASE_ENV, WORKSPACE_MOUNT, Backend, SandboxError
 from sandbox.limits import Limits
 from sandbox.output import BoundedBuffer
+from sandbox.process import workspace_bytes
 from sandbox.results import ExecResult
 from sandbox.runtime import USR_SYMLINKS, Runtime, default_runtime
 
@@ -77,26 +78,6 @@ def base_image_tar() -> bytes:
         add("etc/passwd", tarfile.REGTYPE, 0o644, _PASSWD)
         add("etc/group", tarfile.REGTYPE, 0o644, _GROUP)
     return buf.getvalue()
-
-
-def workspace_bytes(root: Path) -> int:
-    """Sum of the sizes of regular files under root, tolerating files that vanish mid-walk."""
-    total = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            total += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return total
 
 
 def _hand_over(root: Path, uid: int, gid: int) -> None:

@@ -25,6 +25,7 @@ import pytest
 from sandbox.backends.base import BASE_ENV, SandboxError
 from sandbox.backends.docker import BASE_IMAGE, LABEL, DockerBackend
 from sandbox.limits import Limits
+from tests.sandbox.test_lifecycle import processes_with
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL = Limits(wall_seconds=20, cpu_seconds=20, memory_mb=256, pids=64, file_size_mb=16, open_files=256,
@@ -44,20 +45,6 @@ def workspace(tmp_path: Path) -> Path:
     path.mkdir()
     (path / "hello.txt").write_text("hello from the host\n")
     return path
-
-
-def processes_with(marker: str) -> list[int]:
-    """Host pids whose command line is exactly `marker`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
-            except OSError:
-                continue
-            if cmdline == marker:
-                found.append(int(entry.name))
-    return found
 
 
 def sandbox_user_processes() -> list[int]:
