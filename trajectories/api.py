@@ -58,11 +58,12 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet[Trajectory]):
 
     @action(detail=True, methods=["get"])
     def steps(self, request: Request, trajectory_id: str | None = None) -> Response:
-        """Steps after ?after=N, for a live page that joined late (or reconnected)."""
+        """Steps after ?after=N (at most ?limit=, 500): a live page catching up, or one step's full text."""
         trajectory = self.get_object()
         try:
             after = int(request.query_params.get("after", "0"))
+            limit = min(max(1, int(request.query_params.get("limit", "500"))), 500)
         except ValueError:
-            raise ValidationError({"after": "must be an integer"}) from None
-        steps = trajectory.steps.filter(step__gt=after).order_by("step")[:500]
+            raise ValidationError({"after": "must be an integer", "limit": "must be an integer"}) from None
+        steps = trajectory.steps.filter(step__gt=after).order_by("step")[:limit]
         return Response({"status": trajectory.status, "steps": StepSerializer(steps, many=True).data})

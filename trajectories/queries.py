@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import django_filters
 from django.db.models import QuerySet
+from django.db.models.functions import Left, Length
 
-from trajectories.models import Trajectory
+from trajectories.models import Step, Trajectory
 
 
 class TrajectoryFilter(django_filters.FilterSet):
@@ -32,3 +33,38 @@ def trajectory_list(params: dict[str, str] | None = None) -> tuple[QuerySet[Traj
 
 def trajectory_detail(trajectory_id: str) -> Trajectory:
     return Trajectory.objects.select_related("task", "suite").get(trajectory_id=trajectory_id)
+
+
+STEP_PAGE = 50
+OBSERVATION_HEAD = 2000  # characters shown before "show all"
+
+
+def step_page(trajectory: Trajectory, page: int) -> list[Step]:
+    """One page of steps, observations and thoughts cut in the database.
+
+    A trajectory can hold thousands of steps and megabytes of output; only a page of
+    heads crosses from the database, the rest is fetched when someone asks for it.
+    """
+    start = (page - 1) * STEP_PAGE
+    return list(
+        trajectory.steps.order_by("step")
+        .defer("observation", "thought")
+        .annotate(obs_head=Left("observation", OBSERVATION_HEAD), obs_len=Length("observation"),
+                  thought_head=Left("thought", OBSERVATION_HEAD), thought_len=Length("thought"))[start:start + STEP_PAGE]
+    )
+
+
+def step_timeline(trajectory: Trajectory) -> list[tuple[int, str, float | None]]:
+    """(step, action type, reward) for every step: the scrubber above the steps."""
+    return list(trajectory.steps.order_by("step").values_list("step", "action_type", "reward"))
+
+
+def neighbours(trajectory: Trajectory) -> tuple[str | None, str | None]:
+    """The trajectories before and after this one in the list's order (newest first)."""
+    newer = (Trajectory.objects.filter(created_at__gt=trajectory.created_at)
+             | Trajectory.objects.filter(created_at=trajectory.created_at, id__gt=trajectory.pk))
+    older = (Trajectory.objects.filter(created_at__lt=trajectory.created_at)
+             | Trajectory.objects.filter(created_at=trajectory.created_at, id__lt=trajectory.pk))
+    prev_id = newer.order_by("created_at", "id").values_list("trajectory_id", flat=True).first()
+    next_id = older.order_by("-created_at", "-id").values_list("trajectory_id", flat=True).first()
+    return (str(prev_id) if prev_id else None, str(next_id) if next_id else None)

@@ -6,6 +6,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from trajectories.models import Trajectory
+from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_page, step_timeline
 from trajectories.queries import trajectory_detail as get_trajectory
 from trajectories.queries import trajectory_list as list_trajectories
 from webapp.permissions import role_required
@@ -42,5 +43,15 @@ def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
         trajectory = get_trajectory(trajectory_id)
     except Trajectory.DoesNotExist:
         raise Http404("No such trajectory.") from None
-    steps = trajectory.steps.order_by("step")
-    return render(request, "trajectories/detail.html", {"t": trajectory, "steps": steps})
+    timeline = step_timeline(trajectory)
+    pages = max(1, -(-len(timeline) // STEP_PAGE))
+    try:
+        page = min(max(1, int(request.GET.get("page", "1"))), pages)
+    except ValueError:
+        page = 1
+    previous_id, next_id = neighbours(trajectory)
+    ticks = [(number, action, reward, index // STEP_PAGE + 1) for index, (number, action, reward) in enumerate(timeline)]
+    return render(request, "trajectories/detail.html", {
+        "t": trajectory, "steps": step_page(trajectory, page), "timeline": ticks, "page": page, "pages": pages,
+        "head_limit": OBSERVATION_HEAD, "previous_id": previous_id, "next_id": next_id,
+        "page_numbers": range(1, pages + 1)})

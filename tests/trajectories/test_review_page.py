@@ -1,0 +1,54 @@
+"""The trajectory page stays fast on long trajectories and is driven from the keyboard."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.factories import StepFactory, TrajectoryFactory
+from trajectories.models import Step, Trajectory
+
+pytestmark = pytest.mark.django_db
+
+
+def long_trajectory(steps: int = 120, observation: int = 5000) -> Trajectory:
+    trajectory = TrajectoryFactory.create(step_count=steps)
+    Step.objects.bulk_create([
+        Step(trajectory=trajectory, step=n, action_type="run_command", action_input={"command": f"echo {n}"},
+             observation=f"<b>out {n}</b>" + "x" * observation + f"END-{n}", thought=f"thinking {n}")
+        for n in range(1, steps + 1)])
+    return trajectory
+
+
+def test_a_long_trajectory_is_paged_with_a_timeline_and_short_heads(
+    reviewer_client: Client, django_assert_max_num_queries: Any
+) -> None:
+    trajectory = long_trajectory()
+    with django_assert_max_num_queries(15):
+        html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
+    assert html.count('class="step"') == 50 and html.count('class="tick action-run_command"') == 120
+    assert "page 1 of 3" in html
+    assert "END-1<" not in html and "Show all 5017 characters" in html  # 12 + 5000 + 5
+    assert "&lt;b&gt;out 1&lt;/b&gt;" in html  # heads are escaped like everything else
+    last = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/?page=3").content.decode()
+    assert last.count('class="step"') == 20 and 'id="step-120"' in last
+    assert reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/?page=x").status_code == 200
+
+
+def test_one_steps_full_text_comes_from_the_api(reviewer_client: Client) -> None:
+    trajectory = long_trajectory(steps=3)
+    body = reviewer_client.get(f"/api/v1/trajectories/{trajectory.trajectory_id}/steps/?after=1&limit=1").json()
+    assert [s["step"] for s in body["steps"]] == [2] and body["steps"][0]["observation"].endswith("END-2")
+    assert reviewer_client.get(f"/api/v1/trajectories/{trajectory.trajectory_id}/steps/?after=x").status_code == 400
+
+
+def test_neighbouring_trajectories_are_linked_for_n_and_p(reviewer_client: Client) -> None:
+    older, middle, newer = (TrajectoryFactory.create() for _ in range(3))
+    for t, minutes in ((older, 1), (middle, 2), (newer, 3)):
+        Trajectory.objects.filter(pk=t.pk).update(created_at=t.created_at.replace(minute=minutes))
+    StepFactory.create(trajectory=middle)
+    html = reviewer_client.get(f"/trajectories/{middle.trajectory_id}/").content.decode()
+    assert f'data-previous="/trajectories/{newer.trajectory_id}/"' in html
+    assert f'data-next="/trajectories/{older.trajectory_id}/"' in html
