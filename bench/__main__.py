@@ -12,10 +12,10 @@ import sys
 import time
 from pathlib import Path
 
-from bench import jsonl_io, rollouts, sandbox_start, score_patch, validation
+from bench import jsonl_io, review_pages, rollouts, sandbox_start, score_patch, validation
 
 BENCHES = {"sandbox_start": sandbox_start.run, "score_patch": score_patch.run, "validation": validation.run,
-           "rollouts": rollouts.run, "jsonl_io": jsonl_io.run}
+           "rollouts": rollouts.run, "review_pages": review_pages.run, "jsonl_io": jsonl_io.run}
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 
 

@@ -47,3 +47,32 @@ def test_a_reviewer_logs_in_opens_the_demo_suite_and_reads_a_trajectory(
     for t in Trajectory.objects.all():
         page.goto(f"{live_server.url}/trajectories/{t.trajectory_id}/")
     assert dialogs == []
+
+
+def test_a_reviewer_moves_through_steps_and_trajectories_from_the_keyboard(
+    live_server: Any, page: Any, reviewer: Any
+) -> None:
+    from tests.trajectories.test_review_page import long_trajectory
+
+    older = long_trajectory(steps=3, observation=10)
+    trajectory = long_trajectory(steps=60, observation=3000)
+    Trajectory.objects.filter(pk=older.pk).update(created_at=trajectory.created_at.replace(year=2020))
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "rob-reviewer")
+    page.fill("input[name=password]", "correct horse battery")
+    page.click("button[type=submit]")
+    page.wait_for_selector("h1:has-text('Dashboard')")
+    page.goto(f"{live_server.url}/trajectories/{trajectory.trajectory_id}/")
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    assert page.get_attribute("li.step.current", "id") == "step-2"
+    page.keyboard.press("k")
+    assert page.get_attribute("li.step.current", "id") == "step-1"
+    page.keyboard.press("G")
+    assert page.get_attribute("li.step.current", "id") == "step-50"  # the last one on this page
+    page.click("#step-50 button.more")
+    page.wait_for_function("document.querySelector('#step-50 pre[data-full=observation]').textContent.endsWith('END-50')")
+    page.keyboard.press("n")
+    page.wait_for_url(f"**/trajectories/{older.trajectory_id}/")
+    page.keyboard.press("p")
+    page.wait_for_url(f"**/trajectories/{trajectory.trajectory_id}/")
