@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import django_filters
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.db.models.functions import Left, Length
 
+from annotation.models import StepLabel
 from trajectories.models import Step, Trajectory
 
 
@@ -48,6 +49,7 @@ def step_page(trajectory: Trajectory, page: int) -> list[Step]:
     start = (page - 1) * STEP_PAGE
     return list(
         trajectory.steps.order_by("step")
+        .prefetch_related(Prefetch("labels", queryset=StepLabel.objects.select_related("author")))
         .defer("observation", "thought")
         .annotate(obs_head=Left("observation", OBSERVATION_HEAD), obs_len=Length("observation"),
                   thought_head=Left("thought", OBSERVATION_HEAD), thought_len=Length("thought"))[start:start + STEP_PAGE]

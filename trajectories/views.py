@@ -54,4 +54,5 @@ def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     return render(request, "trajectories/detail.html", {
         "t": trajectory, "steps": step_page(trajectory, page), "timeline": ticks, "page": page, "pages": pages,
         "head_limit": OBSERVATION_HEAD, "previous_id": previous_id, "next_id": next_id,
-        "page_numbers": range(1, pages + 1)})
+        "page_numbers": range(1, pages + 1),
+        "marks": trajectory.review_marks.select_related("author")})

@@ -1,5 +1,5 @@
 // Keyboard-first review: j/k next/previous step, n/p next/previous trajectory,
-// g/G first/last step, e/c expand/collapse every long text. Full texts of long
+// g/G first/last step, e/c expand/collapse every long text, l label the current step. Full texts of long
 // observations load on demand, always through textContent.
 (function () {
   "use strict";
@@ -54,6 +54,11 @@
       case "p": go(review.dataset.previous); break;
       case "e": uncollapse(); break;
       case "c": collapse(); break;
+      case "l": {
+        const select = current >= 0 && steps()[current].querySelector(".label-form select");
+        if (select) select.focus();
+        break;
+      }
       default: return;
     }
     event.preventDefault();

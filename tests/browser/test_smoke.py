@@ -72,6 +72,16 @@ def test_a_reviewer_moves_through_steps_and_trajectories_from_the_keyboard(
     assert page.get_attribute("li.step.current", "id") == "step-50"  # the last one on this page
     page.click("#step-50 button.more")
     page.wait_for_function("document.querySelector('#step-50 pre[data-full=observation]').textContent.endsWith('END-50')")
+    # Label the first step from the keyboard: g, l, then type into the form (htmx swaps it in).
+    page.keyboard.press("g")
+    page.keyboard.press("l")
+    assert page.evaluate("document.activeElement.closest('li.step').id") == "step-1"
+    page.select_option("#step-1 .label-form select", "mistake")
+    page.fill("#step-1 .label-form input[name=comment]", "ran the wrong test file")
+    page.click("#step-1 .label-form button")
+    page.wait_for_selector("#labels-1 .label-mistake")
+    assert "ran the wrong test file" in page.inner_text("#labels-1")
+    page.click("body")  # keys go to the page again, not the form
     page.keyboard.press("n")
     page.wait_for_url(f"**/trajectories/{older.trajectory_id}/")
     page.keyboard.press("p")

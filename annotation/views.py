@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from django.contrib.auth.models import User
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.views.decorators.http import require_POST
+
+from annotation.services import AnnotationError, label_step, mark_for_review
+from trajectories.models import Step, Trajectory
+from webapp.permissions import role_required
+
+
+@require_POST
+@role_required()
+def add_step_label(request: HttpRequest, trajectory_id: str, number: int) -> HttpResponse:
+    step = get_object_or_404(Step.objects.select_related("trajectory"), trajectory__trajectory_id=trajectory_id,
+                             step=number)
+    assert isinstance(request.user, User)
+    status = 200
+    error = ""
+    try:
+        label_step(request.user, step, request.POST.get("label", ""), request.POST.get("comment", ""))
+    except AnnotationError as exc:
+        error, status = str(exc), 400
+    labels = step.labels.select_related("author")
+    return render(request, "annotation/_step_labels.html", {"s": step, "labels": labels, "error": error,
+                                                            "t": step.trajectory}, status=status)
+
+
+@require_POST
+@role_required()
+def add_review_mark(request: HttpRequest, trajectory_id: str) -> HttpResponse:
+    trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
+    assert isinstance(request.user, User)
+    try:
+        mark_for_review(request.user, trajectory, request.POST.get("note", ""))
+    except AnnotationError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain")
+    marks = trajectory.review_marks.select_related("author")
+    return render(request, "annotation/_review_marks.html", {"marks": marks, "t": trajectory})
