@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
+from annotation.models import ReviewMark, StepLabel
 from annotation.services import AnnotationError, label_step, mark_for_review
 from trajectories.models import Step, Trajectory
 from webapp.permissions import role_required
@@ -22,7 +23,7 @@ def add_step_label(request: HttpRequest, trajectory_id: str, number: int) -> Htt
         label_step(request.user, step, request.POST.get("label", ""), request.POST.get("comment", ""))
     except AnnotationError as exc:
         error, status = str(exc), 400
-    labels = step.labels.select_related("author")
+    labels = StepLabel.objects.filter(step=step).select_related("author")
     return render(request, "annotation/_step_labels.html", {"s": step, "labels": labels, "error": error,
                                                             "t": step.trajectory}, status=status)
 
@@ -36,5 +37,5 @@ def add_review_mark(request: HttpRequest, trajectory_id: str) -> HttpResponse:
         mark_for_review(request.user, trajectory, request.POST.get("note", ""))
     except AnnotationError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
-    marks = trajectory.review_marks.select_related("author")
+    marks = ReviewMark.objects.filter(trajectory=trajectory).select_related("author")
     return render(request, "annotation/_review_marks.html", {"marks": marks, "t": trajectory})

@@ -5,6 +5,7 @@ from datetime import datetime
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from annotation.models import ReviewMark
 from trajectories.models import Trajectory
 from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_page, step_timeline
 from trajectories.queries import trajectory_detail as get_trajectory
@@ -55,4 +56,4 @@ def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
         "t": trajectory, "steps": step_page(trajectory, page), "timeline": ticks, "page": page, "pages": pages,
         "head_limit": OBSERVATION_HEAD, "previous_id": previous_id, "next_id": next_id,
         "page_numbers": range(1, pages + 1),
-        "marks": trajectory.review_marks.select_related("author")})
+        "marks": ReviewMark.objects.filter(trajectory=trajectory).select_related("author")})
