@@ -6,6 +6,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from annotation.models import ReviewMark
+from rewards.models import Reward
 from trajectories.models import Trajectory
 from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_page, step_timeline
 from trajectories.queries import trajectory_detail as get_trajectory
@@ -51,9 +52,19 @@ def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     except ValueError:
         page = 1
     previous_id, next_id = neighbours(trajectory)
+    flags = [f for f in trajectory.flags if isinstance(f, dict)]
+    step_flags: dict[int, list[dict[str, object]]] = {}
+    for flag in flags:
+        if isinstance(flag.get("step"), int):
+            step_flags.setdefault(flag["step"], []).append(flag)
+    steps = step_page(trajectory, page)
+    for step in steps:
+        step.flags_here = step_flags.get(step.step, [])  # type: ignore[attr-defined]
+    score = Reward.objects.filter(trajectory=trajectory).order_by("-created_at").first()
     ticks = [(number, action, reward, index // STEP_PAGE + 1) for index, (number, action, reward) in enumerate(timeline)]
     return render(request, "trajectories/detail.html", {
-        "t": trajectory, "steps": step_page(trajectory, page), "timeline": ticks, "page": page, "pages": pages,
+        "t": trajectory, "steps": steps, "timeline": ticks, "score": score,
+        "patch_flags": [f for f in flags if not isinstance(f.get("step"), int)], "page": page, "pages": pages,
         "head_limit": OBSERVATION_HEAD, "previous_id": previous_id, "next_id": next_id,
         "page_numbers": range(1, pages + 1),
         "marks": ReviewMark.objects.filter(trajectory=trajectory).select_related("author")})

@@ -51,3 +51,21 @@ def test_neighbouring_trajectories_are_linked_for_n_and_p(reviewer_client: Clien
     html = reviewer_client.get(f"/trajectories/{middle.trajectory_id}/").content.decode()
     assert f'data-previous="/trajectories/{newer.trajectory_id}/"' in html
     assert f'data-next="/trajectories/{older.trajectory_id}/"' in html
+
+
+def test_the_page_shows_per_test_results_step_rewards_and_flags_at_their_step(
+    reviewer_client: Client, demo_suite: object
+) -> None:
+    from rewards.services import score_trajectory
+
+    trajectory = Trajectory.objects.filter(task__task_id="task_0009", success=False).first()
+    assert trajectory is not None
+    reward = score_trajectory(str(trajectory.trajectory_id))
+    flagged = next(f for f in reward.flags if f["detector"] == "repeated_final_test_runs")
+    html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
+    assert 'id="test-results"' in html and reward.spec_version in html
+    first_test = next(iter(reward.breakdown["tests"]))
+    assert first_test in html
+    step_html = html.split(f'id="step-{flagged["step"]}"')[1].split('class="step"')[0]
+    assert "repeated_final_test_runs" in step_html
+    assert "repeated_command -0.1" in html  # a step's reward breakdown
