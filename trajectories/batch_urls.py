@@ -8,4 +8,5 @@ urlpatterns = [
     path("<int:batch_id>/", batch_views.batch_detail, name="detail"),
     path("<int:batch_id>/cancel/", batch_views.batch_cancel, name="cancel"),
     path("<int:batch_id>/resume/", batch_views.batch_resume, name="resume"),
+    path("<int:batch_id>/tasks/<str:task_id>/", batch_views.batch_group, name="group"),
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django import forms
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -76,3 +76,17 @@ def batch_cancel(request: HttpRequest, batch_id: int) -> HttpResponse:
 def batch_resume(request: HttpRequest, batch_id: int) -> HttpResponse:
     resume_batch(get_object_or_404(RolloutBatch, pk=batch_id))
     return redirect("batches:detail", batch_id=batch_id)
+
+
+@role_required()
+def batch_group(request: HttpRequest, batch_id: int, task_id: str) -> HttpResponse:
+    """Every rollout of one task in a batch, side by side: the GRPO group, where hacking shows."""
+    batch = get_object_or_404(RolloutBatch.objects.select_related("suite"), pk=batch_id)
+    group = list(batch.trajectories.filter(task_ref=task_id).order_by("sample_index"))
+    if not group:
+        raise Http404("No rollouts of that task in this batch.")
+    rewards = [t.final_reward for t in group if t.final_reward is not None]
+    return render(request, "trajectories/batch_group.html", {
+        "batch": batch, "task_id": task_id, "group": group,
+        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+        "distinct_patches": len({t.patch for t in group})})

@@ -181,3 +181,14 @@ def test_replaying_a_trajectory_reproduces_its_observations() -> None:
     step.save(update_fields=["observation"])
     changed = replay_trajectory(str(trajectory.trajectory_id))
     assert not changed.reproducible and changed.differences[0]["step"] == 1
+
+
+@pytest.mark.django_db
+def test_the_group_view_shows_every_rollout_of_a_task_side_by_side(reviewer_client: object) -> None:
+    batch = start_batch(small_suite(), "scripted", samples=2, enqueue=False)
+    for trajectory in batch.trajectories.filter(task_ref="task_0001"):
+        run_trajectory(trajectory.pk)
+    html = reviewer_client.get(f"/batches/{batch.pk}/tasks/task_0001/").content.decode()  # type: ignore[attr-defined]
+    assert html.count('<section class="card">') == 2 and "1 distinct patch<" in html
+    assert 'class="diff-add"' in html
+    assert reviewer_client.get(f"/batches/{batch.pk}/tasks/nope/").status_code == 404  # type: ignore[attr-defined]
