@@ -56,6 +56,8 @@ class Trajectory(models.Model):
     flags = models.JSONField(default=list, blank=True)
     source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORTED)
     step_count = models.PositiveIntegerField(default=0)
+    # Share of steps that repeat an earlier step's exact action (seed §4.3 "action validity").
+    duplicate_rate = models.FloatField(default=0.0)
     # Top-level keys this schema does not know, kept so an export gives them back.
     extra = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField()
@@ -135,3 +137,51 @@ class RolloutBatch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.pk}: {self.policy_kind} on {self.suite_id}"
+
+
+def duplicate_rate(steps: list[tuple[str, object]]) -> float:
+    """Share of (action_type, action_input) pairs already seen earlier in the trajectory."""
+    import json
+
+    seen: set[str] = set()
+    repeats = 0
+    for action_type, action_input in steps:
+        key = action_type + json.dumps(action_input, sort_keys=True, default=str)
+        repeats += key in seen
+        seen.add(key)
+    return round(repeats / len(steps), 4) if steps else 0.0
+
+
+class SavedFilter(models.Model):
+    """A reviewer's named trajectory-list query, e.g. 'hacking suspects on eval'."""
+
+    owner = models.ForeignKey("auth.User", on_delete=models.CASCADE, related_name="saved_filters")
+    name = models.CharField(max_length=100)
+    query = models.CharField(max_length=2000)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="saved_filter_name_per_owner")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TrainingSet(models.Model):
+    """A frozen, versioned choice of trajectories, with the rule that chose them."""
+
+    name = models.SlugField(max_length=100)
+    version = models.PositiveIntegerField()
+    rule = models.JSONField(default=dict)  # the filter and curation settings, as given
+    trajectory_ids = models.JSONField(default=list)  # trajectory_id strings, in sampled order
+    stats = models.JSONField(default=dict)
+    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "-version"]
+        constraints = [models.UniqueConstraint(fields=["name", "version"], name="training_set_version")]
+
+    def __str__(self) -> str:
+        return f"{self.name}@{self.version}"

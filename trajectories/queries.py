@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
-from django.db.models import Prefetch, QuerySet
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connection
+from django.db.models import Prefetch, Q, QuerySet
 from django.db.models.functions import Left, Length
 
 from annotation.models import StepLabel
@@ -20,10 +24,34 @@ class TrajectoryFilter(django_filters.FilterSet):
     reward_max = django_filters.NumberFilter(field_name="final_reward", lookup_expr="lte")
     created_after = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     created_before = django_filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    checkpoint = django_filters.CharFilter(field_name="policy__checkpoint")
+    batch = django_filters.NumberFilter(field_name="batch_id")
+    flag = django_filters.CharFilter(method="filter_flag")
+    min_steps = django_filters.NumberFilter(field_name="step_count", lookup_expr="gte")
+    max_steps = django_filters.NumberFilter(field_name="step_count", lookup_expr="lte")
+    max_duplicate_rate = django_filters.NumberFilter(field_name="duplicate_rate", lookup_expr="lte")
+    q = django_filters.CharFilter(method="filter_text")
 
     class Meta:
         model = Trajectory
         fields = ["suite", "task", "policy", "model", "success", "termination", "source"]
+
+    def filter_flag(self, queryset: QuerySet[Trajectory], name: str, value: str) -> QuerySet[Trajectory]:
+        # The stored JSON text of a flag: works the same on SQLite and PostgreSQL.
+        return queryset.filter(flags__icontains=f'"detector": "{value}"')
+
+    def filter_text(self, queryset: QuerySet[Trajectory], name: str, value: str) -> QuerySet[Trajectory]:
+        """Thoughts and observations: PostgreSQL full-text search, a substring match elsewhere."""
+        value = value.strip()[:200]
+        if not value:
+            return queryset
+        matching: QuerySet[Any]
+        if connection.vendor == "postgresql":
+            matching = Step.objects.annotate(search=SearchVector("thought", "observation", config="simple")).filter(
+                search=SearchQuery(value, config="simple"))
+        else:
+            matching = Step.objects.filter(Q(thought__icontains=value) | Q(observation__icontains=value))
+        return queryset.filter(id__in=matching.values("trajectory_id"))
 
 
 def trajectory_list(params: dict[str, str] | None = None) -> tuple[QuerySet[Trajectory], TrajectoryFilter]:

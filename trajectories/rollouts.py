@@ -18,7 +18,7 @@ from tasks.models import Task, TaskSuite
 from tasks.services import task_spec_for
 from trajectories.agent import AgentTask, Episode, prompt, run_episode
 from trajectories.bulk import insert_steps, step_row
-from trajectories.models import RolloutBatch, Step, Trajectory
+from trajectories.models import RolloutBatch, Step, Trajectory, duplicate_rate
 from trajectories.policies.base import Policy, PolicyError
 from webapp.live import publish_on_commit
 
@@ -242,8 +242,10 @@ def finish(trajectory: Trajectory, episode: Episode, provenance: dict[str, Any],
         trajectory.prompt = "\n\n".join(m.content for m in prompt(spec))
         trajectory.error = episode.error
         trajectory.step_count = episode.steps
+        trajectory.duplicate_rate = duplicate_rate(
+            list(Step.objects.filter(trajectory=trajectory).order_by("step").values_list("action_type", "action_input")))
         trajectory.save(update_fields=["status", "termination", "patch", "policy", "policy_kind", "policy_model",
-                                       "sandbox", "prompt", "error", "step_count"])
+                                       "sandbox", "prompt", "error", "step_count", "duplicate_rate"])
         if not cancelled:
             # Rollouts never score inline: the reward service takes it from here.
             pk = str(trajectory.trajectory_id)

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tasks.models import Task
 from trajectories.bulk import insert_steps, step_row
-from trajectories.models import Trajectory
+from trajectories.models import Trajectory, duplicate_rate
 from trajectories.schema import RecordError, check_record
 
 # A chunk is flushed to the database at whichever limit comes first; memory stays
@@ -118,6 +118,7 @@ def _insert_chunk(
         fields = {k: v for k, v in record.items() if k not in ("steps", "lineno")}
         fields["created_at"] = fields["created_at"] or now
         fields["step_count"] = len(record["steps"])
+        fields["duplicate_rate"] = duplicate_rate([(st["action_type"], st["action_input"]) for st in record["steps"]])
         rows.append(Trajectory(task_id=link[0] if link else None, suite_id=link[1] if link else None, **fields))
         fresh.append(record)
     if not rows:

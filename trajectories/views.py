@@ -7,7 +7,7 @@ from django.shortcuts import render
 
 from annotation.models import ReviewMark
 from rewards.models import Reward
-from trajectories.models import Trajectory
+from trajectories.models import SavedFilter, Trajectory
 from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_page, step_timeline
 from trajectories.queries import trajectory_detail as get_trajectory
 from trajectories.queries import trajectory_list as list_trajectories
@@ -34,7 +34,11 @@ def trajectory_list(request: HttpRequest) -> HttpResponse:
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     next_before = f"{rows[-1].created_at.isoformat()}_{rows[-1].pk}" if more else ""
-    context = {"trajectories": rows, "filter": flt, "next_before": next_before}
+    query = request.GET.copy()
+    query.pop("before", None)
+    saved = SavedFilter.objects.filter(owner=request.user) if request.user.is_authenticated else []
+    context = {"trajectories": rows, "filter": flt, "next_before": next_before, "query": query.urlencode(),
+               "saved_filters": saved}
     template = "trajectories/_rows.html" if request.headers.get("HX-Request") else "trajectories/list.html"
     return render(request, template, context)
 
