@@ -106,3 +106,40 @@ def test_a_researcher_builds_a_training_set_from_a_filter(
     wins = Trajectory.objects.filter(success=True).count()
     assert page.inner_text("#ts-stats").startswith(f"{wins} trajectories ({wins} successes, 0 failures)")
     assert page.locator("tbody tr").count() == wins
+
+
+PAYLOADS = [
+    "<script>window.__pwned = 'script'</script>",
+    "<img src=x onerror=\"window.__pwned = 'onerror'\">",
+    "<a href=\"javascript:window.__pwned='link'\" id=\"evil-link\">click</a>",
+    "</pre></div></li></ol><svg onload=\"window.__pwned='svg'\"><div <b>unbalanced",
+]
+
+
+def test_hostile_agent_output_and_statements_stay_inert(live_server: Any, page: Any, reviewer: Any) -> None:
+    from tests.factories import StepFactory, TaskFactory, TrajectoryFactory
+
+    hostile = "\n".join(PAYLOADS)
+    task = TaskFactory.create(statement=f"# Bug\n\n{hostile}\n\n[docs](javascript:window.__pwned='md')")
+    trajectory = TrajectoryFactory.create(task=task, task_ref=task.task_id, prompt=hostile,
+                                          patch=f"diff --git a/x.py b/x.py\n+{hostile}\n",
+                                          flags=[{"detector": "eq_override", "evidence": hostile}])
+    StepFactory.create(trajectory=trajectory, step=1, action_type="run_command",
+                       action_input={"command": hostile}, thought=hostile, observation=hostile * 300)
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", "rob-reviewer")
+    page.fill("input[name=password]", "correct horse battery")
+    page.click("button[type=submit]")
+    page.wait_for_selector("h1:has-text('Dashboard')")
+    for url in (f"/tasks/{task.suite.name}/{task.task_id}/", f"/trajectories/{trajectory.trajectory_id}/",
+                "/trajectories/", "/"):
+        page.goto(f"{live_server.url}{url}")
+        page.wait_for_load_state("load")
+        if page.locator("button.more").count():
+            page.click("button.more")  # the full observation, loaded on demand, stays text too
+            page.wait_for_timeout(300)
+        assert page.evaluate("window.__pwned === undefined"), url
+        assert page.locator("#evil-link").count() == 0, url
+        assert page.locator("svg[onload]").count() == 0, url
+    page.goto(f"{live_server.url}/trajectories/{trajectory.trajectory_id}/")
+    assert "<script>window.__pwned = 'script'</script>" in page.inner_text("li.step .thought")  # shown, as text
