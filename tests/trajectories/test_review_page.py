@@ -69,3 +69,17 @@ def test_the_page_shows_per_test_results_step_rewards_and_flags_at_their_step(
     step_html = html.split(f'id="step-{flagged["step"]}"')[1].split('class="step"')[0]
     assert "repeated_final_test_runs" in step_html
     assert "repeated_command -0.1" in html  # a step's reward breakdown
+
+
+def test_edits_show_as_diffs_both_ways_and_files_are_highlighted(reviewer_client: Client) -> None:
+    trajectory = TrajectoryFactory.create(patch="diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n")
+    StepFactory.create(trajectory=trajectory, step=1, action_type="read_file", action_input={"path": "a.py"},
+                       observation="def f():\n    return '<b>'\n")
+    StepFactory.create(trajectory=trajectory, step=2, action_type="edit_file",
+                       action_input={"path": "a.py", "old_text": "x = 1\n", "new_text": "x = 2  # <script>\n"})
+    html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
+    assert '<span class="diff-add">+x = 2  # &lt;script&gt;</span>' in html
+    assert '<span class="diff-del">-x = 1</span>' in html
+    assert html.count('<table class="sbs">') == 2  # the edit and the final patch
+    assert '<td class="diff-del"><pre>x = 1</pre></td><td class="diff-add"><pre>x = 2</pre></td>' in html
+    assert '<span class="k">def</span>' in html and "'&lt;b&gt;'" in html  # highlighted, still escaped

@@ -62,7 +62,8 @@ def test_trajectory_text_is_escaped_everywhere(reviewer_client: Client) -> None:
 def test_the_trajectory_page_shows_every_step_in_order(reviewer_client: Client) -> None:
     trajectory = TrajectoryFactory.create()
     for n in (2, 3, 1):
-        StepFactory.create(trajectory=trajectory, step=n, thought=f"thought number {n}", observation=f"observed {n}")
+        StepFactory.create(trajectory=trajectory, step=n, thought=f"thought number {n}", observation=f"observed {n}",
+                           action_type="run_command", action_input={"command": "ls"})
     html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
     positions = [html.index(f"thought number {n}") for n in (1, 2, 3)]
     assert positions == sorted(positions)

@@ -78,3 +78,88 @@ def query_with(context: Any, **changes: Any) -> str:
 def or_dash(value: Any) -> Any:
     """A dash for a missing value, but 0 and False still show (a temperature of 0 is real)."""
     return "–" if value is None or value == "" else value
+
+
+@register.filter
+def action_diff(step: Any) -> str:
+    """An edit or write action as a unified diff (empty for other actions)."""
+    import difflib
+
+    data = getattr(step, "action_input", None)
+    if not isinstance(data, dict):
+        return ""
+    path = str(data.get("path", "file"))
+    if step.action_type == "edit_file" and isinstance(data.get("old_text"), str):
+        before, after = data["old_text"], str(data.get("new_text", ""))
+    elif step.action_type == "write_file" and isinstance(data.get("content"), str):
+        before, after = "", data["content"]
+    else:
+        return ""
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 f"a/{path}", f"b/{path}")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+@register.filter
+def side_by_side(patch: str) -> list[dict[str, Any]]:
+    """Rows for a two-column diff: removed lines on the left beside the lines that replace them."""
+    files: list[dict[str, Any]] = []
+    rows: list[tuple[str, str, str, str]] = []
+    removed: list[str] = []
+    added: list[str] = []
+
+    def flush() -> None:
+        for i in range(max(len(removed), len(added))):
+            left = removed[i] if i < len(removed) else ""
+            right = added[i] if i < len(added) else ""
+            rows.append((left, "diff-del" if i < len(removed) else "", right, "diff-add" if i < len(added) else ""))
+        removed.clear()
+        added.clear()
+
+    for line in (patch or "").splitlines():
+        if line.startswith("diff --git") or (line.startswith("--- ") and not files):
+            flush()
+            rows = []
+            files.append({"name": line.split(" b/")[-1] if " b/" in line else line[4:], "rows": rows})
+        elif line.startswith(("--- ", "+++ ", "index ", "new file", "deleted file", "similarity", "rename")):
+            continue
+        elif line.startswith("@@"):
+            flush()
+            rows.append((line, "diff-hunk", line, "diff-hunk"))
+        elif line.startswith("-"):
+            removed.append(line[1:])
+        elif line.startswith("+"):
+            added.append(line[1:])
+        else:
+            flush()
+            rows.append((line[1:], "diff-ctx", line[1:], "diff-ctx"))
+    flush()
+    return files
+
+
+@register.filter
+def highlight_json(value: Any) -> SafeString:
+    """An action's input, pretty-printed and highlighted (pygments escapes the text)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import JsonLexer, TextLexer
+
+    text = pretty_json(value)
+    lexer = TextLexer() if isinstance(value, str) else JsonLexer()
+    return mark_safe(highlight(text, lexer, HtmlFormatter(nowrap=True)))  # noqa: S308 - pygments output is escaped
+
+
+@register.filter
+def highlight_file(text: str, path: Any) -> SafeString:
+    """A read_file observation highlighted by the file's type (plain text when unknown)."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import TextLexer, get_lexer_for_filename
+    from pygments.util import ClassNotFound
+
+    name = path.get("path", "") if isinstance(path, dict) else str(path or "")
+    try:
+        lexer = get_lexer_for_filename(name, stripnl=False)
+    except ClassNotFound:
+        lexer = TextLexer(stripnl=False)
+    return mark_safe(highlight(text or "", lexer, HtmlFormatter(nowrap=True)))  # noqa: S308 - pygments output is escaped
