@@ -30,3 +30,19 @@ def run_trajectory_job(trajectory_pk: int, stale_after: float | None = None) -> 
         return {"trajectory": trajectory_pk, "ran": False}
     return {"trajectory": trajectory_pk, "ran": True, "status": trajectory.status,
             "termination": trajectory.termination, "steps": trajectory.step_count}
+
+
+@shared_task(queue="rollouts", time_limit=3600, acks_late=True)
+def replay_trajectory_job(trajectory_id: str) -> dict[str, object]:
+    """Re-run a trajectory's actions in a fresh sandbox and keep the comparison on the row."""
+    from dataclasses import asdict
+
+    from django.utils import timezone
+
+    from trajectories.models import Trajectory
+    from trajectories.rollouts import replay_trajectory
+
+    report = replay_trajectory(trajectory_id)
+    data = {**asdict(report), "reproducible": report.reproducible, "at": timezone.now().isoformat()}
+    Trajectory.objects.filter(trajectory_id=trajectory_id).update(replay_report=data)
+    return data

@@ -58,6 +58,7 @@ class Trajectory(models.Model):
     step_count = models.PositiveIntegerField(default=0)
     # Share of steps that repeat an earlier step's exact action (seed §4.3 "action validity").
     duplicate_rate = models.FloatField(default=0.0)
+    replay_report = models.JSONField(default=dict, blank=True)  # the last replay's comparison
     # Top-level keys this schema does not know, kept so an export gives them back.
     extra = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField()

@@ -3,7 +3,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
 
 from annotation.models import ReviewMark
 from rewards.models import Reward
@@ -12,6 +13,7 @@ from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_p
 from trajectories.queries import trajectory_detail as get_trajectory
 from trajectories.queries import trajectory_list as list_trajectories
 from webapp.permissions import role_required
+from webapp.roles import RESEARCHER
 
 PAGE_SIZE = 50
 
@@ -72,3 +74,26 @@ def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
         "head_limit": OBSERVATION_HEAD, "previous_id": previous_id, "next_id": next_id,
         "page_numbers": range(1, pages + 1),
         "marks": ReviewMark.objects.filter(trajectory=trajectory).select_related("author")})
+
+
+@require_POST
+@role_required(RESEARCHER)
+def rescore(request: HttpRequest, trajectory_id: str) -> HttpResponse:
+    """Score under the current reward spec (a no-op if this spec version already scored it)."""
+    from rewards.jobs import score_trajectory_job
+
+    get_object_or_404(Trajectory, trajectory_id=trajectory_id)
+    score_trajectory_job.delay(str(trajectory_id))
+    return redirect("trajectories:detail", trajectory_id=trajectory_id)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def replay(request: HttpRequest, trajectory_id: str) -> HttpResponse:
+    from trajectories.jobs import replay_trajectory_job
+
+    trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
+    if trajectory.task_id is None:
+        raise Http404("This trajectory's task is not in the database, so it cannot be replayed.")
+    replay_trajectory_job.delay(str(trajectory_id))
+    return redirect("trajectories:detail", trajectory_id=trajectory_id)

@@ -192,3 +192,26 @@ def test_the_group_view_shows_every_rollout_of_a_task_side_by_side(reviewer_clie
     assert html.count('<section class="card">') == 2 and "1 distinct patch<" in html
     assert 'class="diff-add"' in html
     assert reviewer_client.get(f"/batches/{batch.pk}/tasks/nope/").status_code == 404  # type: ignore[attr-defined]
+
+
+@pytest.mark.django_db
+def test_the_review_screen_rescores_and_replays(researcher: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    from rewards.jobs import score_trajectory_job
+    from tests.conftest import client_for
+    from trajectories.jobs import replay_trajectory_job
+
+    # The jobs run right here instead of on a worker: this test is about the screen.
+    monkeypatch.setattr(score_trajectory_job, "delay", lambda pk: score_trajectory_job(pk))
+    monkeypatch.setattr(replay_trajectory_job, "delay", lambda pk: replay_trajectory_job(pk))
+    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    trajectory = run_trajectory(batch.trajectories.first().pk)  # type: ignore[union-attr]
+    assert trajectory is not None
+    client = client_for(researcher)  # type: ignore[arg-type]
+    base = f"/trajectories/{trajectory.trajectory_id}"
+    assert client.post(f"{base}/rescore/").status_code == 302
+    assert client.post(f"{base}/replay/").status_code == 302
+    html = client.get(f"{base}/").content.decode()
+    assert 'id="test-results"' in html and "reproducible</span> all" in html
+    trajectory.refresh_from_db()
+    assert trajectory.final_reward == 1.0 and trajectory.replay_report["reproducible"] is True
+    assert client.get(f"{base}/replay/").status_code == 405
