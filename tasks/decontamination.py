@@ -38,9 +38,8 @@ def shingles(text: str, n: int = 3) -> set[tuple[str, ...]]:
     return {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
 
 
-def similarity(a: str, b: str) -> float:
-    sa, sb = shingles(a), shingles(b)
-    return len(sa & sb) / len(sa | sb) if sa and sb else 0.0
+def jaccard(a: set[tuple[str, ...]], b: set[tuple[str, ...]]) -> float:
+    return len(a & b) / len(a | b) if a and b else 0.0
 
 
 def symbols(task: TaskView) -> set[tuple[str, str, str]]:
@@ -66,8 +65,7 @@ def check(eval_tasks: list[TaskView], train_tasks: list[TaskView],
             if shared:
                 repo, path, func = sorted(shared)[0]
                 findings.append(Finding(task.task_id, train.task_id, "same_function", f"{repo}: {path}::{func}"))
-            theirs = train_shingles[train.task_id]
-            score = len(own & theirs) / len(own | theirs) if own and theirs else 0.0
+            score = jaccard(own, train_shingles[train.task_id])
             if score >= threshold:
                 findings.append(Finding(task.task_id, train.task_id, "similar_statement",
                                         f"statements {score:.0%} alike (word 3-grams)"))

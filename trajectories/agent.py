@@ -6,7 +6,6 @@ drive it the same way, each with its own Recorder for where the steps go.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -126,7 +125,3 @@ def _conversation(call: ToolCall | None, thought: str, observation: str, number:
     placed = ToolCall(call.name, call.arguments, call_id)
     return [Message("assistant", thought, tool_calls=[placed]),
             Message("tool", observation, tool_call_id=call_id, name=call.name)]
-
-
-def describe_call(call: ToolCall) -> str:
-    return f"{call.name}({json.dumps(call.arguments)[:200]})"

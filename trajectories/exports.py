@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import Any
 
 import orjson
 from django.db import connection
@@ -107,11 +107,3 @@ def _stamp_text(value: str | datetime | None) -> str | None:
     if text.endswith(".000000"):
         text = text[:-7]
     return text + "Z"
-
-
-def export_trajectories(out: IO[bytes], queryset: QuerySet[Trajectory] | None = None) -> int:
-    count = 0
-    for line in iter_trajectory_lines(queryset):
-        out.write(line)
-        count += 1
-    return count

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -294,10 +294,6 @@ def batch_metrics(batch: RolloutBatch) -> dict[str, Any]:
         "resolved": finished.filter(success=True).count(),
         **batch_counts(batch),
     }
-
-
-def episode_summary(episode: Episode) -> dict[str, Any]:
-    return asdict(episode)
 
 
 # What legitimately differs between two runs of the same action: timings and the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 import orjson
 
@@ -32,40 +32,6 @@ STEP_KEYS = frozenset({
     "step", "action_type", "action_input", "observation", "observation_truncated", "thought", "reward",
     "reward_breakdown", "timestamp", "duration_ms", "exit_code",
 })
-
-
-class StepRecord(TypedDict):
-    step: int
-    action_type: str
-    action_input: Any
-    observation: str
-    observation_truncated: bool
-    thought: str
-    reward: float | None
-    reward_breakdown: dict[str, Any]
-    timestamp: str | None
-    duration_ms: float | None
-    exit_code: int | None
-
-
-class TrajectoryRecord(TypedDict):
-    schema_version: int
-    trajectory_id: str
-    task_id: str
-    task_version: str
-    base_commit: str
-    prompt: str
-    policy: dict[str, Any]
-    sandbox: dict[str, Any]
-    steps: list[StepRecord]
-    patch: str
-    final_reward: float | None
-    success: bool | None
-    termination: str
-    flags: list[Any]
-    source: str
-    created_at: str
-    extra: NotRequired[dict[str, Any]]
 
 
 class RecordError(ValueError):

@@ -82,7 +82,9 @@ def rescore(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     """Score under the current reward spec (a no-op if this spec version already scored it)."""
     from rewards.jobs import score_trajectory_job
 
-    get_object_or_404(Trajectory, trajectory_id=trajectory_id)
+    trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
+    if trajectory.task_id is None:
+        raise Http404("This trajectory's task is not in the database, so it cannot be scored.")
     score_trajectory_job.delay(str(trajectory_id))
     return redirect("trajectories:detail", trajectory_id=trajectory_id)
 

@@ -51,17 +51,6 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-@register.filter
-def clip(text: str, limit: int = 20000) -> str:
-    text = text or ""
-    return text if len(text) <= limit else text[:limit]
-
-
-@register.filter
-def longer_than(text: str, limit: int = 20000) -> bool:
-    return len(text or "") > limit
-
-
 @register.simple_tag(takes_context=True)
 def query_with(context: Any, **changes: Any) -> str:
     """The current query string with some parameters replaced (for paging links)."""
