@@ -8,7 +8,7 @@ from django.views.decorators.http import require_POST
 from annotation.models import ReviewMark, StepLabel
 from annotation.services import AnnotationError, label_step, mark_for_review
 from trajectories.models import Step, Trajectory
-from webapp.permissions import role_required
+from core.permissions import role_required
 
 
 @require_POST

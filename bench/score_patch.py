@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rewards.scoring import TaskSpec, score_patch
+from rewards.scoring import score_patch
+from tasks.spec import TaskSpec
 from rewards.spec import load_spec
 
 DEMO = Path(__file__).resolve().parent.parent / "demo" / "tasks"

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rewards.scoring import TaskSpec
+from tasks.spec import TaskSpec
 from tasks.validation import validate
 
 DEMO = Path(__file__).resolve().parent.parent / "demo" / "tasks"

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from rewards.diffs import split_patch
-from rewards.scoring import TaskSpec, score_patch
+from rewards.scoring import score_patch
+from tasks.spec import TaskSpec
 from rewards.spec import RewardSpec
 from sandbox.backends.base import Backend
 

@@ -7,8 +7,6 @@ run whose exit code, report and summary agree.
 
 from __future__ import annotations
 
-import json
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,29 +16,9 @@ from rewards.diffs import Classified, DiffError, classify, split_patch
 from rewards.spec import RewardSpec
 from sandbox import Limits, Sandbox, ToolError
 from sandbox.backends.base import Backend
+from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """What scoring needs to know of a task; built from a Task row or a task directory."""
-
-    task_id: str
-    base_dir: Path
-    tests_dir: Path
-    fail_to_pass: tuple[str, ...]
-    pass_to_pass: tuple[str, ...]
-    tests_dest: str = "tests"
-    test_command: str = "python -m pytest"
-    timeout_seconds: int = 120
-
-    @classmethod
-    def from_task_dir(cls, path: Path, timeout_seconds: int | None = None) -> TaskSpec:
-        """From a task directory (DESIGN.md's format) on disk, no database needed."""
-        meta = json.loads((path / "metadata.json").read_text())
-        return cls(meta["task_id"], path / "repo_snapshot", path / "tests", tuple(meta.get("fail_to_pass", [])),
-                   tuple(meta.get("pass_to_pass", [])), meta.get("tests_dest", "tests"),
-                   meta.get("test_command", "python -m pytest"), timeout_seconds or meta.get("timeout_seconds", 120))
+from tasks.spec import TaskSpec, copy_hidden_tests
 
 
 @dataclass
@@ -96,7 +74,7 @@ def score_patch(
     task: TaskSpec,
     patch: str,
     spec: RewardSpec,
-    backend: Backend | str = "bwrap",
+    backend: Backend | str = DEFAULT_BACKEND,
     termination: str = "submitted",
     limits: Limits | None = None,
 ) -> Score:
@@ -123,25 +101,6 @@ def score_patch(
         copy_hidden_tests(box, task)
         report = box.run_tests([*task.fail_to_pass, *task.pass_to_pass], command=task.test_command)
     return _reward(task, spec, report, flags, breakdown, termination)
-
-
-def copy_hidden_tests(box: Sandbox, task: TaskSpec) -> None:
-    """Hidden tests go in last, over anything the agent left at those paths."""
-    dest = box.workspace / task.tests_dest
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(task.tests_dir, dest, dirs_exist_ok=True)
-
-
-def run_task_tests(
-    task: TaskSpec, patch: str | None, backend: Backend | str = "bwrap", limits: Limits | None = None,
-    selected: tuple[str, ...] = (),
-) -> TestReport:
-    """The hidden tests on the base (patch None) or on a trusted patch such as the expected one."""
-    with Sandbox(task.base_dir, backend, limits=(limits or Limits()).with_timeout(task.timeout_seconds)) as box:
-        if patch:
-            box.apply_patch(patch)
-        copy_hidden_tests(box, task)
-        return box.run_tests(selected, command=task.test_command)
 
 
 def _reward(task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: dict[str, Any],

@@ -2,15 +2,14 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.vocabulary import RunStatus, Split, TaskSource, ValidationStatus, choices
+
 
 class TaskSuite(models.Model):
-    class Split(models.TextChoices):
-        TRAIN = "train"
-        EVAL = "eval"
-        ADVERSARIAL = "adversarial"
+    Split = Split
 
     name = models.SlugField(max_length=100, unique=True)
-    split = models.CharField(max_length=16, choices=Split.choices, default=Split.TRAIN)
+    split = models.CharField(max_length=16, choices=choices(Split), default=Split.TRAIN)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -24,23 +23,13 @@ class TaskSuite(models.Model):
 class Task(models.Model):
     """One executable coding task in the task-directory format of DESIGN.md."""
 
-    class Source(models.TextChoices):
-        HANDWRITTEN = "handwritten"
-        ISSUE_PR = "issue_pr"
-        GIT_HISTORY = "git_history"
-        SYNTHETIC_MUTATION = "synthetic_mutation"
-        ERROR_LOG = "error_log"
-
-    class Validation(models.TextChoices):
-        UNVALIDATED = "unvalidated"
-        VALID = "valid"
-        FLAKY = "flaky"
-        INVALID = "invalid"
+    Source = TaskSource
+    Validation = ValidationStatus
 
     task_id = models.CharField(max_length=200, unique=True)
     suite = models.ForeignKey(TaskSuite, on_delete=models.PROTECT, related_name="tasks")
     statement = models.TextField()
-    source = models.CharField(max_length=32, choices=Source.choices, default=Source.HANDWRITTEN)
+    source = models.CharField(max_length=32, choices=choices(TaskSource), default=Source.HANDWRITTEN)
     repo = models.CharField(max_length=200, blank=True)
     base_commit = models.CharField(max_length=64, blank=True)
     license = models.CharField(max_length=100, blank=True)
@@ -63,7 +52,7 @@ class Task(models.Model):
     tests_files = models.JSONField(default=list, blank=True)
     version = models.CharField(max_length=80, db_index=True)
     validation_status = models.CharField(
-        max_length=16, choices=Validation.choices, default=Validation.UNVALIDATED, db_index=True
+        max_length=16, choices=choices(ValidationStatus), default=Validation.UNVALIDATED, db_index=True
     )
     validation_report = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -80,14 +69,10 @@ class Task(models.Model):
 class ValidationRun(models.Model):
     """Validating a set of tasks in the background; the page follows it live."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
+    Status = RunStatus
 
     suite = models.ForeignKey(TaskSuite, on_delete=models.CASCADE, related_name="validation_runs")
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    status = models.CharField(max_length=16, choices=choices(RunStatus), default=Status.QUEUED)
     runs = models.PositiveSmallIntegerField(default=5)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)

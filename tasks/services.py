@@ -11,12 +11,13 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
-from rewards.scoring import TaskSpec
+from core.live import group_name, publish_on_commit
+from core.vocabulary import LiveGroup, Split, values
 from tasks.models import Task, TaskSuite, ValidationRun
+from tasks.spec import TaskSpec
 from tasks.storage import put_tree, tree_path
 from tasks.taskdir import TaskDir, TaskDirError, find_task_dirs, read_task_dir
 from tasks.validation import ValidationReport, validate
-from webapp.live import publish_on_commit
 
 DEFAULT_SUITE = "default"
 
@@ -30,8 +31,16 @@ def task_spec_for(task: Task) -> TaskSpec:
     base, tests = tree_path(task.snapshot_hash), tree_path(task.tests_hash)
     if not base.is_dir() or not tests.is_dir():
         raise TaskStoreError(f"task {task.task_id}: its snapshot or tests are missing from the store under var/")
-    return TaskSpec(task.task_id, base, tests, tuple(task.fail_to_pass), tuple(task.pass_to_pass), task.tests_dest,
-                    task.test_command, task.timeout_seconds)
+    return TaskSpec(
+        task_id=task.task_id,
+        base_dir=base,
+        tests_dir=tests,
+        fail_to_pass=tuple(task.fail_to_pass),
+        pass_to_pass=tuple(task.pass_to_pass),
+        tests_dest=task.tests_dest,
+        test_command=task.test_command,
+        timeout_seconds=task.timeout_seconds,
+    )
 
 
 @dataclass
@@ -60,8 +69,8 @@ def import_task_dirs(
         if task.task_id in seen:
             raise TaskDirError(f"{task.path}: task_id {task.task_id!r} is also used by {seen[task.task_id]}")
         seen[task.task_id] = task.path
-    if split is not None and split not in TaskSuite.Split.values:
-        raise TaskDirError(f"split {split!r} is not one of {', '.join(TaskSuite.Split.values)}")
+    if split is not None and split not in values(Split):
+        raise TaskDirError(f"split {split!r} is not one of {', '.join(Split)}")
 
     # The tree store is content-addressed: writing trees first is safe, since a
     # failed transaction below leaves only unreferenced copies, never wrong ones.
@@ -144,7 +153,7 @@ def record_validation_progress(run: ValidationRun, task_id: str, status: str) ->
         locked.results[task_id] = status
         locked.done = len(locked.results)
         locked.save(update_fields=["results", "done"])
-        publish_on_commit(f"validation-{run.pk}", {"kind": "task", "task_id": task_id, "status": status,
+        publish_on_commit(group_name(LiveGroup.VALIDATION, run.pk), {"kind": "task", "task_id": task_id, "status": status,
                                                    "done": locked.done, "total": locked.total})
     run.done, run.results = locked.done, locked.results
 
@@ -155,5 +164,5 @@ def finish_validation_run(run: ValidationRun, error: str = "") -> None:
     run.finished_at = timezone.now()
     with transaction.atomic():
         run.save(update_fields=["status", "error", "finished_at"])
-        publish_on_commit(f"validation-{run.pk}", {"kind": "finished", "status": run.status, "error": run.error,
+        publish_on_commit(group_name(LiveGroup.VALIDATION, run.pk), {"kind": "finished", "status": run.status, "error": run.error,
                                                    "done": run.done, "total": run.total})

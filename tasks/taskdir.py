@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tasks.models import Task
+from core.vocabulary import TaskSource, values
 from tasks.storage import TreeError, hash_tree
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
@@ -48,7 +48,7 @@ class TaskDir:
         meta = self.metadata
         fields: dict[str, Any] = {
             "statement": self.statement,
-            "source": meta.get("source", Task.Source.HANDWRITTEN),
+            "source": meta.get("source", TaskSource.HANDWRITTEN),
             "metadata": meta,
             "expected_patch": self.expected_patch,
             "snapshot_hash": self.snapshot_hash,
@@ -106,8 +106,8 @@ def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
         raise TaskDirError(
             f"{where}: metadata.json task_id must be a string of letters, digits, '_', '.', '-' (got {task_id!r})"
         )
-    if "source" in meta and meta["source"] not in Task.Source.values:
-        raise TaskDirError(f"{where}: metadata.json source {meta['source']!r} is not one of {', '.join(Task.Source.values)}")
+    if "source" in meta and meta["source"] not in values(TaskSource):
+        raise TaskDirError(f"{where}: metadata.json source {meta['source']!r} is not one of {', '.join(TaskSource)}")
     for name in _STR_FIELDS:
         if name in meta and not isinstance(meta[name], str):
             raise TaskDirError(f"{where}: metadata.json {name} must be a string")

@@ -16,9 +16,10 @@ from typing import Any
 from license_expression import get_spdx_licensing
 
 from rewards.diffs import split_patch
-from rewards.scoring import TaskSpec, run_task_tests
+from tasks.spec import TaskSpec, run_task_tests
 from sandbox import Limits, ToolError
 from sandbox.backends.base import Backend
+from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
 
 # Detectors with few false positives on ordinary code; entropy and keyword detectors
@@ -160,7 +161,7 @@ def validate(
     source: str = "",
     license_allowlist: list[str],
     runs: int = 5,
-    backend: Backend | str = "bwrap",
+    backend: Backend | str = DEFAULT_BACKEND,
     limits: Limits | None = None,
     progress: Callable[[str], None] = lambda _: None,
 ) -> ValidationReport:

@@ -15,8 +15,8 @@ from tasks.queries import file_tree, reward_sanity_by_task, suites_with_counts
 from tasks.services import start_validation_run
 from tasks.storage import TreeError, read_tree_file
 from tasks.taskdir import TaskDirError
-from webapp.permissions import role_required
-from webapp.roles import RESEARCHER
+from core.permissions import role_required
+from core.roles import RESEARCHER
 
 MAX_FILE_VIEW = 512 * 1024
 

@@ -10,8 +10,8 @@ from django.views.decorators.http import require_POST
 from tasks.models import TaskSuite
 from trajectories.models import RolloutBatch
 from trajectories.rollouts import POLICIES, RolloutError, batch_metrics, cancel_batch, resume_batch, start_batch
-from webapp.permissions import role_required
-from webapp.roles import RESEARCHER
+from core.permissions import role_required
+from core.roles import RESEARCHER
 
 
 class LaunchForm(forms.Form):
@@ -46,7 +46,7 @@ def batch_list(request: HttpRequest) -> HttpResponse:
 
 
 def _may_launch(request: HttpRequest) -> bool:
-    from webapp.roles import has_role
+    from core.roles import has_role
 
     return has_role(request.user, RESEARCHER)
 

@@ -11,8 +11,8 @@ from trajectories.curation import CurationError, CurationRule, build_training_se
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import SavedFilter, TrainingSet, Trajectory
 from trajectories.queries import TrajectoryFilter
-from webapp.permissions import role_required
-from webapp.roles import RESEARCHER
+from core.permissions import role_required
+from core.roles import RESEARCHER
 
 
 class TrainingSetForm(forms.Form):

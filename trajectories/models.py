@@ -2,37 +2,24 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.vocabulary import DEFAULT_BACKEND, RunStatus, Termination, TrajectorySource, TrajectoryStatus, choices
+
 from tasks.models import Task, TaskSuite
 
 
 class Trajectory(models.Model):
     """One agent attempt at one task: the guide's record plus provenance."""
 
-    class Termination(models.TextChoices):
-        SUBMITTED = "submitted"
-        MAX_STEPS = "max_steps"
-        TIMEOUT = "timeout"
-        ERROR = "error"
-
-    class Source(models.TextChoices):
-        ONLINE = "online"
-        OFFLINE = "offline"
-        DISTILLED = "distilled"
-        IMPORTED = "imported"
-
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        FINISHED = "finished"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+    Termination = Termination
+    Source = TrajectorySource
+    Status = TrajectoryStatus
 
     trajectory_id = models.UUIDField(unique=True)
     # Rollouts made here belong to a batch; imported trajectories have none.
     batch = models.ForeignKey("RolloutBatch", null=True, blank=True, on_delete=models.CASCADE,
                               related_name="trajectories")
     sample_index = models.PositiveIntegerField(null=True, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.FINISHED, db_index=True)
+    status = models.CharField(max_length=16, choices=choices(TrajectoryStatus), default=Status.FINISHED, db_index=True)
     attempt = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -52,9 +39,9 @@ class Trajectory(models.Model):
     patch = models.TextField(blank=True)
     final_reward = models.FloatField(null=True, blank=True)
     success = models.BooleanField(null=True, blank=True)
-    termination = models.CharField(max_length=16, choices=Termination.choices, blank=True)
+    termination = models.CharField(max_length=16, choices=choices(Termination), blank=True)
     flags = models.JSONField(default=list, blank=True)
-    source = models.CharField(max_length=16, choices=Source.choices, default=Source.IMPORTED)
+    source = models.CharField(max_length=16, choices=choices(TrajectorySource), default=Source.IMPORTED)
     step_count = models.PositiveIntegerField(default=0)
     # Share of steps that repeat an earlier step's exact action (seed §4.3 "action validity").
     duplicate_rate = models.FloatField(default=0.0)
@@ -109,15 +96,10 @@ class Step(models.Model):
 class RolloutBatch(models.Model):
     """A suite x samples per task x policy settings; each trajectory is a job on `rollouts`."""
 
-    class Status(models.TextChoices):
-        QUEUED = "queued"
-        RUNNING = "running"
-        SUCCEEDED = "succeeded"
-        FAILED = "failed"
-        CANCELLED = "cancelled"
+    Status = RunStatus
 
     suite = models.ForeignKey(TaskSuite, on_delete=models.PROTECT, related_name="batches")
-    policy_kind = models.CharField(max_length=16)  # hf | openai | scripted | replay
+    policy_kind = models.CharField(max_length=16)  # core.vocabulary.PolicyKind
     model = models.CharField(max_length=300, blank=True)
     base_url = models.CharField(max_length=300, blank=True)  # openai policies
     samples = models.PositiveIntegerField(default=1)
@@ -125,9 +107,9 @@ class RolloutBatch(models.Model):
     top_p = models.FloatField(default=1.0)
     max_steps = models.PositiveIntegerField(default=30)
     max_new_tokens = models.PositiveIntegerField(default=256)
-    sandbox = models.CharField(max_length=16, default="bwrap")
+    sandbox = models.CharField(max_length=16, default=DEFAULT_BACKEND)
     seed = models.IntegerField(default=0)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
+    status = models.CharField(max_length=16, choices=choices(RunStatus), default=Status.QUEUED)
     created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

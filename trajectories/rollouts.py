@@ -20,7 +20,7 @@ from trajectories.agent import AgentTask, Episode, prompt, run_episode
 from trajectories.bulk import insert_steps, step_row
 from trajectories.models import RolloutBatch, Step, Trajectory, duplicate_rate
 from trajectories.policies.base import Policy, PolicyError
-from webapp.live import publish_on_commit
+from core.live import publish_on_commit
 
 ROLLOUT_NS = uuid.UUID("1d3f5a40-8c1b-4f6e-9a2d-5b7c3e9f0a11")
 POLICIES = ("scripted", "hf", "openai")

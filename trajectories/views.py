@@ -12,8 +12,8 @@ from trajectories.models import SavedFilter, Trajectory
 from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_page, step_timeline
 from trajectories.queries import trajectory_detail as get_trajectory
 from trajectories.queries import trajectory_list as list_trajectories
-from webapp.permissions import role_required
-from webapp.roles import RESEARCHER
+from core.permissions import role_required
+from core.roles import RESEARCHER
 
 PAGE_SIZE = 50
 

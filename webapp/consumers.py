@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from webapp.roles import REVIEWER, has_role
+from core.limits import LIVE_MAX_SUBSCRIPTIONS as MAX_SUBSCRIPTIONS
+from core.live import GROUP_RE
+from core.roles import REVIEWER, has_role
+from core.vocabulary import LiveGroup
 
-# Group names are built from client input, so they are checked against the only
-# shapes the server ever publishes to (and the channel layer's own name limits).
-GROUP_RE = re.compile(r"^(trajectory|batch|run|validation)-[A-Za-z0-9_.-]{1,64}$")
-MAX_SUBSCRIPTIONS = 64
+GROUP_SHAPES = "|".join(f"{kind}-<id>" for kind in LiveGroup)
 
 
 class LiveConsumer(AsyncJsonWebsocketConsumer):
@@ -39,7 +38,7 @@ class LiveConsumer(AsyncJsonWebsocketConsumer):
         action, group = content.get("action"), content.get("group")
         if action not in {"subscribe", "unsubscribe"} or not isinstance(group, str) or not GROUP_RE.match(group):
             await self.send_json(
-                {"type": "error", "error": "expected {action: subscribe|unsubscribe, group: trajectory-<id>|batch-<id>|run-<id>|validation-<id>}"}
+                {"type": "error", "error": f"expected {{action: subscribe|unsubscribe, group: {GROUP_SHAPES}}}"}
             )
             return
         if action == "subscribe":

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from webapp.env import envbool, envint, envlist, envstr
+from core.env import envbool, envint, envlist, envstr
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("CRUCIBLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "core",
     "webapp",
     "tasks",
     "trajectories",
@@ -88,7 +89,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "webapp.context_processors.roles",
+                "core.context_processors.roles",
             ],
         },
     },
@@ -133,7 +134,13 @@ REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": envstr("CHANNELS_PREFIX", "crucible")},
+        "CONFIG": {
+            # redis-py 8 reads with a 5 s socket timeout by default; channels_redis's receive
+            # is a blocking read that may wait far longer on an idle page, and a timeout there
+            # drops the client (redis/redis-py#4091). No read timeout, keepalive on instead.
+            "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
+            "prefix": envstr("CHANNELS_PREFIX", "crucible"),
+        },
     }
 }
 
@@ -152,8 +159,8 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["webapp.permissions.HasAnyRole"],
-    "DEFAULT_PAGINATION_CLASS": "webapp.pagination.CreatedCursorPagination",
+    "DEFAULT_PERMISSION_CLASSES": ["core.permissions.HasAnyRole"],
+    "DEFAULT_PAGINATION_CLASS": "core.pagination.CreatedCursorPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
@@ -167,7 +174,7 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
-    "SERVE_PERMISSIONS": ["webapp.permissions.HasAnyRole"],
+    "SERVE_PERMISSIONS": ["core.permissions.HasAnyRole"],
     "ENUM_NAME_OVERRIDES": {
         "TaskSourceEnum": "tasks.models.Task.Source",
         "TrajectorySourceEnum": "trajectories.models.Trajectory.Source",

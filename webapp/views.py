@@ -3,7 +3,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from webapp.permissions import role_required
+from core.permissions import role_required
 from webapp.queries import dashboard_counts
 
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewards.scoring import TaskSpec
+from tasks.spec import TaskSpec
 from sandbox import Sandbox
 from sandbox.backends.local import LocalBackend
 

@@ -12,7 +12,7 @@ from django.db import transaction
 
 from tests.conftest import client_for
 from webapp.asgi import application
-from webapp.live import publish_on_commit
+from core.live import publish_on_commit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

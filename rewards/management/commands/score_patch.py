@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from rewards.scoring import TaskSpec, score_patch
+from rewards.scoring import score_patch
+from tasks.spec import TaskSpec
 from rewards.services import RewardError, spec_from_option
 from rewards.spec import SpecError
 from sandbox import SandboxError

@@ -7,9 +7,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from core.vocabulary import Split, values
 from tasks.builders import swebench
 from tasks.builders.common import BuildError
-from tasks.models import TaskSuite
 from tasks.services import TaskImportResult, import_task_dirs
 from tasks.storage import TreeError
 from tasks.taskdir import TaskDirError
@@ -21,7 +21,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path)
         parser.add_argument("--suite", default=None, help="suite name (default: 'default')")
-        parser.add_argument("--split", choices=TaskSuite.Split.values, default=None)
+        parser.add_argument("--split", choices=values(Split), default=None)
         parser.add_argument("--repos", type=Path, default=None,
                             help="for SWE-bench JSONL: a folder with a local clone of each repository")
 

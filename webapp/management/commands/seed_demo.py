@@ -9,10 +9,10 @@ from django.contrib.auth.models import Group, User
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
+from core.roles import ADMIN, RESEARCHER, REVIEWER
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from trajectories.services import import_trajectories
-from webapp.roles import ADMIN, RESEARCHER, REVIEWER
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
 

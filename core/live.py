@@ -1,12 +1,23 @@
-"""Publishing to live groups, only after the write that caused it has committed."""
+"""Live groups: their names, and publishing to them only after the write has committed."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+
+from core.vocabulary import LiveGroup
+
+# Group names are built from client input too (subscriptions), so they are checked
+# against the only shapes the server ever publishes to and the channel layer's limits.
+GROUP_RE = re.compile(rf"^({'|'.join(LiveGroup)})-[A-Za-z0-9_.-]{{1,64}}$")
+
+
+def group_name(kind: LiveGroup, ident: object) -> str:
+    return f"{kind}-{ident}"
 
 
 def publish(group: str, event: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from django.http import HttpRequest
 from django.http.response import HttpResponseBase
 from rest_framework.permissions import BasePermission
 
-from webapp.roles import REVIEWER, has_role
+from core.roles import REVIEWER, has_role
 
 
 def role_required(minimum: str = REVIEWER) -> Callable[[Callable[..., HttpResponseBase]], Callable[..., HttpResponseBase]]:
