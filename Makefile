@@ -42,7 +42,9 @@ test: setup
 
 lint: setup
 	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
 	@$(BIN)/mypy .
+	@$(BIN)/lint-imports --no-cache
 
 bench: setup
 	@$(BIN)/python -m bench $(BENCH_ARGS)

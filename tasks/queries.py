@@ -4,8 +4,6 @@ from dataclasses import dataclass
 
 from django.db.models import Count, Q, QuerySet
 
-from rewards.models import RewardSanity
-from rewards.spec import load_spec
 from tasks.models import Task, TaskSuite
 
 
@@ -14,12 +12,6 @@ def suites_with_counts() -> QuerySet[TaskSuite]:
         task_count=Count("tasks", distinct=True),
         valid_count=Count("tasks", filter=Q(tasks__validation_status=Task.Validation.VALID), distinct=True),
     ).order_by("name")
-
-
-def reward_sanity_by_task(tasks: list[Task]) -> dict[int, RewardSanity]:
-    """The reward sanity check of each task under the current reward spec, if run."""
-    version = load_spec().version
-    return {row.task_id: row for row in RewardSanity.objects.filter(task__in=tasks, spec_version=version)}
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from core.live import group_name, publish_on_commit
 from core.vocabulary import LiveGroup, Split, values
+from tasks.jobs import validate_suite_job
 from tasks.models import Task, TaskSuite, ValidationRun
 from tasks.spec import TaskSpec
 from tasks.storage import put_tree, tree_path
@@ -136,8 +137,6 @@ def validate_task(task: Task, runs: int = 5, backend: str | None = None,
 
 
 def start_validation_run(suite: TaskSuite, runs: int, user: User | AnonymousUser | None = None) -> ValidationRun:
-    from tasks.jobs import validate_suite_job
-
     if runs < 1 or runs > 20:
         raise TaskDirError("runs must be between 1 and 20")
     run = ValidationRun.objects.create(suite=suite, runs=runs, total=suite.tasks.count(),

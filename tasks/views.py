@@ -10,13 +10,14 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, guess_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from core.permissions import role_required
+from core.roles import RESEARCHER
 from tasks.models import Task, TaskSuite, ValidationRun
-from tasks.queries import file_tree, reward_sanity_by_task, suites_with_counts
+from tasks.queries import file_tree, suites_with_counts
+from tasks.registry import load_suite_columns
 from tasks.services import start_validation_run
 from tasks.storage import TreeError, read_tree_file
 from tasks.taskdir import TaskDirError
-from core.permissions import role_required
-from core.roles import RESEARCHER
 
 MAX_FILE_VIEW = 512 * 1024
 
@@ -34,11 +35,10 @@ def suite_detail(request: HttpRequest, suite: str) -> HttpResponse:
 
 def _suite_context(suite: TaskSuite) -> dict[str, object]:
     tasks = list(suite.tasks.order_by("task_id"))
-    sanity = reward_sanity_by_task(tasks)
-    rows = [(task, sanity.get(task.pk)) for task in tasks]
-    blind = [task for task, check in rows if check is not None and not check.separates]
+    columns = load_suite_columns(tasks)
+    rows = [(task, [(loaded.column, loaded.values.get(task.pk)) for loaded in columns]) for task in tasks]
     statuses = Counter(task.validation_status for task in tasks)
-    return {"suite": suite, "rows": rows, "blind": blind, "checked": len(sanity), "statuses": sorted(statuses.items()),
+    return {"suite": suite, "rows": rows, "columns": columns, "statuses": sorted(statuses.items()),
             "last_run": suite.validation_runs.first()}
 
 
