@@ -44,3 +44,13 @@ def envlist(name: str, default: list[str]) -> list[str]:
     if raw is None or raw.strip() == "":
         return default
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def envchoice(name: str, default: str, allowed: tuple[str, ...]) -> str:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    if value not in allowed:
+        raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not one of {', '.join(allowed)}")
+    return value

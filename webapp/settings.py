@@ -10,7 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from core.env import envbool, envint, envlist, envstr
+from core.env import envbool, envchoice, envint, envlist, envstr
+from core.vocabulary import DEFAULT_BACKEND, BackendName, values
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(envstr("CRUCIBLE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
@@ -183,7 +184,7 @@ SPECTACULAR_SETTINGS = {
 
 # Crucible's own limits.
 CRUCIBLE_MAX_JSONL_LINE_BYTES = envint("CRUCIBLE_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
-CRUCIBLE_SANDBOX_BACKEND = envstr("CRUCIBLE_SANDBOX_BACKEND", "bwrap")
+CRUCIBLE_SANDBOX_BACKEND = envchoice("CRUCIBLE_SANDBOX_BACKEND", DEFAULT_BACKEND, tuple(values(BackendName)))
 # The bundled model for the hf policy: `make setup` converts it here once. Kept under the
 # project's var/ even when CRUCIBLE_VAR_DIR points elsewhere (tests), so it is made once.
 CRUCIBLE_DEFAULT_MODEL = envstr("CRUCIBLE_DEFAULT_MODEL", str(BASE_DIR / "var" / "models" / "smollm2-135m-instruct"))
@@ -193,9 +194,17 @@ CRUCIBLE_LICENSE_ALLOWLIST = envlist(
                                    "Python-2.0", "PSF-2.0"]
 )
 
+# Crucible's own modules log job starts/finishes/failures, sandbox kills and scoring verdicts
+# at INFO; LOG_LEVEL changes that (DEBUG for more, WARNING for quiet). Other libraries stay at
+# WARNING. A Celery worker sends these to its --logfile (var/log/celery.log under `make run`).
+LOG_LEVEL = envchoice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+CRUCIBLE_LOGGERS = ("core", "patches", "sandbox", "tasks", "trajectories", "rewards", "annotation", "training",
+                    "evaluation", "webapp")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": envstr("LOG_LEVEL", "WARNING")},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {name: {"level": LOG_LEVEL} for name in CRUCIBLE_LOGGERS},
 }
