@@ -6,6 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from core.vocabulary import BackendName, values
 from sandbox import SandboxError
 from tasks.models import Task
 from tasks.services import TaskStoreError, validate_task
@@ -18,7 +19,7 @@ class Command(BaseCommand):
         parser.add_argument("--suite", default=None)
         parser.add_argument("--task", default=None)
         parser.add_argument("--runs", type=int, default=5)
-        parser.add_argument("--backend", choices=["bwrap", "docker", "local"], default=None)
+        parser.add_argument("--backend", choices=values(BackendName), default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not 1 <= options["runs"] <= 20:
