@@ -11,13 +11,30 @@ import os
 import subprocess
 from pathlib import Path
 
+from patches import PatchError, parse
 from sandbox.paths import ToolError
 
 SAFE_CONFIG = (
-    "-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null", "-c", "core.autocrlf=false",
-    "-c", "core.symlinks=true", "-c", "diff.noprefix=false", "-c", "diff.renames=false",
-    "-c", "user.name=crucible", "-c", "user.email=crucible@localhost", "-c", "commit.gpgsign=false",
-    "-c", "core.quotePath=false",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.autocrlf=false",
+    "-c",
+    "core.symlinks=true",
+    "-c",
+    "diff.noprefix=false",
+    "-c",
+    "diff.renames=false",
+    "-c",
+    "user.name=crucible",
+    "-c",
+    "user.email=crucible@localhost",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "core.quotePath=false",
 )
 # Caches a command may leave behind are never part of a patch.
 EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
@@ -25,17 +42,26 @@ EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
 
 def _env(git_dir: Path, work_tree: Path) -> dict[str, str]:
     return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(git_dir), "LANG": "C.UTF-8",
-        "GIT_DIR": str(git_dir), "GIT_WORK_TREE": str(work_tree), "GIT_CONFIG_NOSYSTEM": "1",
-        "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CEILING_DIRECTORIES": str(work_tree.parent),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(git_dir),
+        "LANG": "C.UTF-8",
+        "GIT_DIR": str(git_dir),
+        "GIT_WORK_TREE": str(work_tree),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_CEILING_DIRECTORIES": str(work_tree.parent),
         "GIT_TERMINAL_PROMPT": "0",
     }
 
 
 def git(git_dir: Path, work_tree: Path, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
     done = subprocess.run(
-        ["git", *SAFE_CONFIG, *args], cwd=work_tree, env=_env(git_dir, work_tree), input=input,
-        capture_output=True, timeout=120,
+        ["git", *SAFE_CONFIG, *args],
+        cwd=work_tree,
+        env=_env(git_dir, work_tree),
+        input=input,
+        capture_output=True,
+        timeout=120,
     )
     if check and done.returncode != 0:
         raise ToolError(f"git {args[0]} failed: {done.stderr.decode('utf-8', 'replace').strip()[:2000]}")
@@ -54,8 +80,18 @@ def init_baseline(git_dir: Path, base: Path) -> None:
 def diff(git_dir: Path, workspace: Path) -> str:
     """Git-format diff from the base to the workspace: new, deleted, binary and mode changes."""
     git(git_dir, workspace, "add", "-A", "--", ".")
-    out = git(git_dir, workspace, "diff", "--cached", "--binary", "--full-index", "--no-color", "--no-ext-diff",
-              "--no-textconv", "HEAD")
+    out = git(
+        git_dir,
+        workspace,
+        "diff",
+        "--cached",
+        "--binary",
+        "--full-index",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "HEAD",
+    )
     return out.decode("utf-8", "replace")
 
 
@@ -70,7 +106,10 @@ def apply(git_dir: Path, workspace: Path, patch: str, fuzzy: bool = False) -> st
     data = patch.encode() if patch.endswith("\n") else (patch + "\n").encode()
     options = ["--recount", "--whitespace=nowarn", *(["-C1"] if fuzzy else [])]
     git(git_dir, workspace, "apply", "--check", *options, "-", input=data)
+    try:
+        # Read as git applies it (--recount), so the summary names what git changed.
+        files = [file_patch.path for file_patch in parse(patch, recount=True)]
+    except PatchError as exc:
+        raise ToolError(f"unreadable patch: {exc}") from None
     git(git_dir, workspace, "apply", *options, "-", input=data)
-    stat = git(git_dir, workspace, "apply", "--numstat", "-", input=data).decode()
-    files = [line.split("\t")[-1] for line in stat.splitlines() if line]
     return f"patch applied to {len(files)} file(s): {', '.join(files)}"

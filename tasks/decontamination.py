@@ -6,11 +6,14 @@ or a near-duplicate statement (Jaccard similarity of word 3-grams).
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from rewards.sanity import changed_functions
+from patches import changed_functions
+
+logger = logging.getLogger(__name__)
 
 WORD = re.compile(r"[a-z0-9_]+")
 SIMILARITY_THRESHOLD = 0.5
@@ -35,7 +38,7 @@ class Finding:
 
 def shingles(text: str, n: int = 3) -> set[tuple[str, ...]]:
     words = WORD.findall(text.lower())
-    return {tuple(words[i:i + n]) for i in range(max(0, len(words) - n + 1))}
+    return {tuple(words[i : i + n]) for i in range(max(0, len(words) - n + 1))}
 
 
 def jaccard(a: set[tuple[str, ...]], b: set[tuple[str, ...]]) -> float:
@@ -47,13 +50,16 @@ def symbols(task: TaskView) -> set[tuple[str, str, str]]:
         return set()
     try:
         changed = changed_functions(task.base_dir, task.expected_patch)
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError) as exc:
+        # A task we cannot analyse still gets the statement check; it just shares no functions.
+        logger.warning("decontamination: no changed functions for %s: %s", task.task_id, exc)
         return set()
     return {(task.repo, path, f.name) for path, funcs in changed.items() for f in funcs}
 
 
-def check(eval_tasks: list[TaskView], train_tasks: list[TaskView],
-          threshold: float = SIMILARITY_THRESHOLD) -> list[Finding]:
+def check(
+    eval_tasks: list[TaskView], train_tasks: list[TaskView], threshold: float = SIMILARITY_THRESHOLD
+) -> list[Finding]:
     findings: list[Finding] = []
     train_symbols = {t.task_id: symbols(t) for t in train_tasks}
     train_shingles = {t.task_id: shingles(t.statement) for t in train_tasks}
@@ -67,6 +73,9 @@ def check(eval_tasks: list[TaskView], train_tasks: list[TaskView],
                 findings.append(Finding(task.task_id, train.task_id, "same_function", f"{repo}: {path}::{func}"))
             score = jaccard(own, train_shingles[train.task_id])
             if score >= threshold:
-                findings.append(Finding(task.task_id, train.task_id, "similar_statement",
-                                        f"statements {score:.0%} alike (word 3-grams)"))
+                findings.append(
+                    Finding(
+                        task.task_id, train.task_id, "similar_statement", f"statements {score:.0%} alike (word 3-grams)"
+                    )
+                )
     return findings

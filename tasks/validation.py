@@ -6,6 +6,7 @@ result is a report with a status and the evidence for every reason.
 
 from __future__ import annotations
 
+import logging
 import re
 import tempfile
 from collections.abc import Callable
@@ -15,20 +16,37 @@ from typing import Any
 
 from license_expression import get_spdx_licensing
 
-from rewards.diffs import split_patch
-from tasks.spec import TaskSpec, run_task_tests
+from patches import PatchError, parse
 from sandbox import Limits, ToolError
 from sandbox.backends.base import Backend
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
+from tasks.spec import TaskSpec, run_task_tests
+
+logger = logging.getLogger(__name__)
 
 # Detectors with few false positives on ordinary code; entropy and keyword detectors
 # flag every test fixture that says password = "...".
 SECRET_PLUGINS = [
-    "AWSKeyDetector", "ArtifactoryDetector", "AzureStorageKeyDetector", "BasicAuthDetector", "DiscordBotTokenDetector",
-    "GitHubTokenDetector", "GitLabTokenDetector", "JwtTokenDetector", "MailchimpDetector", "NpmDetector",
-    "OpenAIDetector", "PrivateKeyDetector", "PypiTokenDetector", "SendGridDetector", "SlackDetector",
-    "SquareOAuthDetector", "StripeDetector", "TelegramBotTokenDetector", "TwilioKeyDetector",
+    "AWSKeyDetector",
+    "ArtifactoryDetector",
+    "AzureStorageKeyDetector",
+    "BasicAuthDetector",
+    "DiscordBotTokenDetector",
+    "GitHubTokenDetector",
+    "GitLabTokenDetector",
+    "JwtTokenDetector",
+    "MailchimpDetector",
+    "NpmDetector",
+    "OpenAIDetector",
+    "PrivateKeyDetector",
+    "PypiTokenDetector",
+    "SendGridDetector",
+    "SlackDetector",
+    "SquareOAuthDetector",
+    "StripeDetector",
+    "TelegramBotTokenDetector",
+    "TwilioKeyDetector",
 ]
 DANGEROUS = re.compile(
     r"rm\s+-rf\s+/|\bmkfs\b|\bdd\s+if=|:\(\)\s*\{|\bcurl\b|\bwget\b|\bsudo\b|\bchmod\s+777\b|\bnc\s+-e\b|"
@@ -106,8 +124,9 @@ def scan_secrets(texts: dict[str, str], files: list[Path]) -> list[dict[str, Any
     from detect_secrets.settings import transient_settings
 
     found: list[dict[str, Any]] = []
-    with tempfile.TemporaryDirectory(prefix="crucible-secrets-") as tmp, transient_settings(
-        {"plugins_used": [{"name": name} for name in SECRET_PLUGINS]}
+    with (
+        tempfile.TemporaryDirectory(prefix="crucible-secrets-") as tmp,
+        transient_settings({"plugins_used": [{"name": name} for name in SECRET_PLUGINS]}),
     ):
         collection = SecretsCollection()
         names: dict[str, str] = {}
@@ -124,16 +143,29 @@ def scan_secrets(texts: dict[str, str], files: list[Path]) -> list[dict[str, Any
     return found
 
 
-def check_context(task: TaskSpec, statement: str, expected_patch: str, base_commit: str,
-                  tests_are_given: bool = False) -> list[Check]:
+def check_context(
+    task: TaskSpec, statement: str, expected_patch: str, base_commit: str, tests_are_given: bool = False
+) -> list[Check]:
     snapshot_files = {p.relative_to(task.base_dir).as_posix() for p in task.base_dir.rglob("*") if p.is_file()}
     # Tracebacks shorten paths ("…/pkg/mod.py", "../pkg/mod.py"): match on the tail.
     named = sorted({re.sub(r"^(\.+/)+", "", m) for m in PATH_TOKEN.findall(statement)} - {""})
     missing = [p for p in named if not any(f == p or f.endswith("/" + p) for f in snapshot_files)]
-    checks = [Check("context_complete", not missing,
-                    f"the statement names files the snapshot lacks: {', '.join(missing)}" if missing else "", missing)]
+    checks = [
+        Check(
+            "context_complete",
+            not missing,
+            f"the statement names files the snapshot lacks: {', '.join(missing)}" if missing else "",
+            missing,
+        )
+    ]
     leaks: list[str] = []
-    for patch in split_patch(expected_patch) if expected_patch.strip() else []:
+    try:
+        file_patches = parse(expected_patch, recount=True)
+    except PatchError as exc:
+        # The executable check already fails for a patch git cannot apply; only the line leak check is lost.
+        logger.warning("validation: the expected patch of %s is not a readable diff: %s", task.task_id, exc)
+        file_patches = []
+    for patch in file_patches:
         for _, line in patch.added_lines():
             stripped = line.strip()
             if len(stripped) >= 20 and stripped in statement:
@@ -143,11 +175,15 @@ def check_context(task: TaskSpec, statement: str, expected_patch: str, base_comm
         name = node.split("::")[-1].split("[")[0]
         if len(name) > 5 and re.search(rf"\b{re.escape(name)}\b", statement):
             leaks.append(f"test name: {name}")
-    if base_commit and len(base_commit) >= 7 and any(base_commit.startswith(h) or h.startswith(base_commit)
-                                                      for h in HEX.findall(statement.lower())):
+    if (
+        base_commit
+        and len(base_commit) >= 7
+        and any(base_commit.startswith(h) or h.startswith(base_commit) for h in HEX.findall(statement.lower()))
+    ):
         leaks.append(f"commit hash: {base_commit}")
-    checks.append(Check("no_leak", not leaks, "the statement leaks the answer: " + "; ".join(leaks[:5]) if leaks else "",
-                        leaks))
+    checks.append(
+        Check("no_leak", not leaks, "the statement leaks the answer: " + "; ".join(leaks[:5]) if leaks else "", leaks)
+    )
     return checks
 
 
@@ -176,9 +212,15 @@ def validate(
         seconds += report.exec.duration_ms / 1000
         if not report.tests:
             executable = False
-            checks.append(Check("executable", False, "the test command ran no tests on the base: "
-                                + "; ".join(report.inconsistencies or [report.exec.stderr[-300:]]),
-                                [report.exec.stdout[-1000:], report.exec.stderr[-1000:]]))
+            checks.append(
+                Check(
+                    "executable",
+                    False,
+                    "the test command ran no tests on the base: "
+                    + "; ".join(report.inconsistencies or [report.exec.stderr[-300:]]),
+                    [report.exec.stdout[-1000:], report.exec.stderr[-1000:]],
+                )
+            )
             break
         base_runs.append(_outcomes(report))
     if executable:
@@ -198,35 +240,67 @@ def validate(
     if executable:
         if task.fail_to_pass:
             wrong = [t for t in task.fail_to_pass if t not in f2p and t not in flaky]
-            checks.append(Check("fail_to_pass_matches", not wrong,
-                                f"listed FAIL_TO_PASS tests do not fail before and pass after: {', '.join(wrong[:5])}"
-                                if wrong else "", wrong))
+            checks.append(
+                Check(
+                    "fail_to_pass_matches",
+                    not wrong,
+                    f"listed FAIL_TO_PASS tests do not fail before and pass after: {', '.join(wrong[:5])}"
+                    if wrong
+                    else "",
+                    wrong,
+                )
+            )
             f2p = [t for t in task.fail_to_pass if t in f2p]
             p2p = [t for t in (task.pass_to_pass or p2p) if t in p2p]
-        checks.append(Check("fail_to_pass_nonempty", bool(f2p),
-                            "" if f2p else "no test fails before the fix and passes after it (tests already pass, "
-                            "or the patch does not fix them)"))
-        checks.append(Check("stable", not flaky, f"quarantined flaky tests: {', '.join(flaky[:5])}" if flaky else "",
-                            flaky, hard=False))
+        checks.append(
+            Check(
+                "fail_to_pass_nonempty",
+                bool(f2p),
+                ""
+                if f2p
+                else "no test fails before the fix and passes after it (tests already pass, "
+                "or the patch does not fix them)",
+            )
+        )
+        checks.append(
+            Check(
+                "stable",
+                not flaky,
+                f"quarantined flaky tests: {', '.join(flaky[:5])}" if flaky else "",
+                flaky,
+                hard=False,
+            )
+        )
     checks += check_context(task, statement, expected_patch, base_commit, tests_are_given=source == "error_log")
     test_files = [p for p in task.tests_dir.rglob("*") if p.is_file()]
-    secrets = scan_secrets({"statement": statement, "expected_patch": expected_patch},
-                           [p for p in task.base_dir.rglob("*") if p.is_file() and p.stat().st_size < 1_000_000])
-    checks.append(Check("no_secrets", not secrets, f"possible secrets: {len(secrets)} found" if secrets else "", secrets))
-    dangerous = [f"{p.relative_to(task.tests_dir)}: {m.group(0)}" for p in test_files
-                 for m in DANGEROUS.finditer(p.read_text(errors="replace"))]
+    secrets = scan_secrets(
+        {"statement": statement, "expected_patch": expected_patch},
+        [p for p in task.base_dir.rglob("*") if p.is_file() and p.stat().st_size < 1_000_000],
+    )
+    checks.append(
+        Check("no_secrets", not secrets, f"possible secrets: {len(secrets)} found" if secrets else "", secrets)
+    )
+    dangerous = [
+        f"{p.relative_to(task.tests_dir)}: {m.group(0)}"
+        for p in test_files
+        for m in DANGEROUS.finditer(p.read_text(errors="replace"))
+    ]
     dangerous += [f"test_command: {m.group(0)}" for m in DANGEROUS.finditer(task.test_command)]
-    checks.append(Check("safe_commands", not dangerous, "dangerous commands in the tests" if dangerous else "",
-                        dangerous))
+    checks.append(
+        Check("safe_commands", not dangerous, "dangerous commands in the tests" if dangerous else "", dangerous)
+    )
     license_check, spdx = detect_license(task.base_dir, declared_license, license_allowlist)
     checks.append(license_check)
     hard_failures = [c for c in checks if not c.ok and c.hard]
     status = "invalid" if hard_failures else ("flaky" if flaky else "valid")
-    return ValidationReport(status, checks, f2p, p2p, flaky, spdx, needs_review=spdx is None, runs=runs,
-                            test_seconds=round(seconds, 3))
+    return ValidationReport(
+        status, checks, f2p, p2p, flaky, spdx, needs_review=spdx is None, runs=runs, test_seconds=round(seconds, 3)
+    )
 
 
-def _stable_lists(base_runs: list[dict[str, str]], fixed_runs: list[dict[str, str]]) -> tuple[list[str], list[str], list[str]]:
+def _stable_lists(
+    base_runs: list[dict[str, str]], fixed_runs: list[dict[str, str]]
+) -> tuple[list[str], list[str], list[str]]:
     """FAIL_TO_PASS, PASS_TO_PASS and flaky tests from repeated runs."""
     if not base_runs or not fixed_runs:
         return [], [], []

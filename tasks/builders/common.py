@@ -10,8 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 # git on repositories we did not write: no hooks, no user or system config.
-GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0",
-           "LANG": "C.UTF-8"}
+GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8"}
 
 
 class BuildError(ValueError):
@@ -22,7 +21,9 @@ def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
     done = subprocess.run(
         ["git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-C", str(repo), *args],
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent", **GIT_ENV},
-        capture_output=True, input=input, timeout=300,
+        capture_output=True,
+        input=input,
+        timeout=300,
     )
     if done.returncode != 0:
         raise BuildError(f"git {args[0]} in {repo} failed: {done.stderr.decode('utf-8', 'replace').strip()[:500]}")
@@ -47,8 +48,16 @@ def common_dir(paths: list[str]) -> str:
     return "/".join(shared) or "."
 
 
-def write_task_dir(out: Path, task_id: str, statement: str, snapshot: Path, hidden: dict[str, bytes],
-                   tests_dest: str, expected_patch: str, metadata: dict[str, Any]) -> Path:
+def write_task_dir(
+    out: Path,
+    task_id: str,
+    statement: str,
+    snapshot: Path,
+    hidden: dict[str, bytes],
+    tests_dest: str,
+    expected_patch: str,
+    metadata: dict[str, Any],
+) -> Path:
     """Lay out one task directory; hidden test paths are relative to the repository root."""
     task_dir = out / task_id
     if task_dir.exists():
@@ -65,6 +74,7 @@ def write_task_dir(out: Path, task_id: str, statement: str, snapshot: Path, hidd
         target.write_bytes(content)
     (task_dir / "task.md").write_text(statement.strip() + "\n")
     (task_dir / "expected_patch").write_text(expected_patch)
-    (task_dir / "metadata.json").write_text(json.dumps({"task_id": task_id, "tests_dest": tests_dest, **metadata},
-                                                       indent=2) + "\n")
+    (task_dir / "metadata.json").write_text(
+        json.dumps({"task_id": task_id, "tests_dest": tests_dest, **metadata}, indent=2) + "\n"
+    )
     return task_dir

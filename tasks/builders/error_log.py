@@ -23,8 +23,15 @@ def failing_tests(log: str) -> list[str]:
     return sorted(set(FAILED_NODE.findall(log)))
 
 
-def build_task(repo: Path, log: str, out: Path, tests: list[str] | None = None, expected_patch: str = "",
-               repo_name: str | None = None, task_id: str | None = None) -> Path:
+def build_task(
+    repo: Path,
+    log: str,
+    out: Path,
+    tests: list[str] | None = None,
+    expected_patch: str = "",
+    repo_name: str | None = None,
+    task_id: str | None = None,
+) -> Path:
     if not log.strip():
         raise BuildError("the log is empty")
     nodes = tests or failing_tests(log)
@@ -36,12 +43,20 @@ def build_task(repo: Path, log: str, out: Path, tests: list[str] | None = None, 
         raise BuildError(f"the failing tests' files are not in {repo}: {', '.join(missing)}")
     iter_tree(repo)  # refuses symlinks before anything is copied
     hidden = {f: (repo / f).read_bytes() for f in files}
-    text = log if len(log) <= MAX_LOG_CHARS else log[:MAX_LOG_CHARS // 2] + "\n[...]\n" + log[-MAX_LOG_CHARS // 2:]
-    statement = ("# Failing tests\n\nThe test run below fails. Find the cause in the code and fix it "
-                 "(the tests are right).\n\n```\n" + text.replace("```", "'''") + "\n```\n")
+    text = log if len(log) <= MAX_LOG_CHARS else log[: MAX_LOG_CHARS // 2] + "\n[...]\n" + log[-MAX_LOG_CHARS // 2 :]
+    statement = (
+        "# Failing tests\n\nThe test run below fails. Find the cause in the code and fix it "
+        "(the tests are right).\n\n```\n" + text.replace("```", "'''") + "\n```\n"
+    )
     name = repo_name or repo.name
     digest = hashlib.sha256(log.encode() + "\0".join(nodes).encode()).hexdigest()[:10]
-    metadata = {"source": "error_log", "repo": name, "test_command": "python -m pytest -q",
-                "fail_to_pass": nodes, "tags": ["error_log"]}
-    return write_task_dir(out, task_id or f"{name}-log-{digest}", statement, repo, hidden, common_dir(files),
-                          expected_patch, metadata)
+    metadata = {
+        "source": "error_log",
+        "repo": name,
+        "test_command": "python -m pytest -q",
+        "fail_to_pass": nodes,
+        "tags": ["error_log"],
+    }
+    return write_task_dir(
+        out, task_id or f"{name}-log-{digest}", statement, repo, hidden, common_dir(files), expected_patch, metadata
+    )

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewards.diffs import is_test_path
+from core.vocabulary import TaskSource
+from patches import is_test_path
 from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
 
 ISSUE_REF = re.compile(r"#(\d+)")
@@ -34,7 +35,8 @@ def candidates(repo: Path, max_files: int = 10, max_lines: int = 400) -> list[Ca
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise BuildError(f"{repo}: not a git repository")
     log = git(repo, "log", "--reverse", "--no-merges", "--format=%x00%H %P%x01%s%x01%b%x02", "--numstat").decode(
-        "utf-8", "replace")
+        "utf-8", "replace"
+    )
     found = []
     for record in log.split("\x00")[1:]:
         header, _, stats = record.partition("\x02")
@@ -67,8 +69,9 @@ def statement_for(candidate: Candidate, issues: dict[str, Any]) -> str:
     return HASHES.sub("<commit>", text)
 
 
-def build_task(repo: Path, candidate: Candidate, out: Path, issues: dict[str, Any], repo_name: str,
-               license_id: str = "") -> Path:
+def build_task(
+    repo: Path, candidate: Candidate, out: Path, issues: dict[str, Any], repo_name: str, license_id: str = ""
+) -> Path:
     snapshot = out / ".snapshots" / candidate.parent
     if not snapshot.exists():
         export_tree(repo, candidate.parent, snapshot)
@@ -80,11 +83,27 @@ def build_task(repo: Path, candidate: Candidate, out: Path, issues: dict[str, An
             continue  # deleted by the commit: nothing to run
     if not hidden:
         raise BuildError(f"{candidate.commit[:8]}: the commit deletes its tests")
-    patch = git(repo, "diff", "--binary", "--full-index", "--no-color", "--no-renames", candidate.parent,
-                candidate.commit, "--", *candidate.code_files).decode("utf-8", "replace")
+    patch = git(
+        repo,
+        "diff",
+        "--binary",
+        "--full-index",
+        "--no-color",
+        "--no-renames",
+        candidate.parent,
+        candidate.commit,
+        "--",
+        *candidate.code_files,
+    ).decode("utf-8", "replace")
     task_id = f"{repo_name}-{candidate.commit[:10]}"
-    metadata = {"source": "git_history", "repo": repo_name, "base_commit": candidate.parent,
-                "test_command": "python -m pytest -q", "tags": ["git_history"],
-                **({"license": license_id} if license_id else {})}
-    return write_task_dir(out, task_id, statement_for(candidate, issues), snapshot, hidden,
-                          common_dir(list(hidden)), patch, metadata)
+    metadata = {
+        "source": TaskSource.GIT_HISTORY,
+        "repo": repo_name,
+        "base_commit": candidate.parent,
+        "test_command": "python -m pytest -q",
+        "tags": ["git_history"],
+        **({"license": license_id} if license_id else {}),
+    }
+    return write_task_dir(
+        out, task_id, statement_for(candidate, issues), snapshot, hidden, common_dir(list(hidden)), patch, metadata
+    )

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rewards.diffs import split_patch
+from core.vocabulary import TaskSource
+from patches import PatchError, parse
 from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
@@ -58,7 +59,10 @@ def clone_for(repos_dir: Path, repo: str) -> Path:
 def build_task(record: dict[str, Any], lineno: int, repos_dir: Path, out: Path) -> Path:
     where = f"line {lineno} ({record['instance_id']})"
     clone = clone_for(repos_dir, record["repo"])
-    test_files = [p.path for p in split_patch(record["test_patch"]) if p.new_path]
+    try:
+        test_files = [p.path for p in parse(record["test_patch"], recount=True) if p.new_path]
+    except PatchError as exc:
+        raise BuildError(f"{where}: test_patch is not a readable diff: {exc}") from None
     if not test_files:
         raise BuildError(f"{where}: test_patch adds or changes no test file")
     with tempfile.TemporaryDirectory(prefix="crucible-swebench-") as tmp:
@@ -77,15 +81,26 @@ def build_task(record: dict[str, Any], lineno: int, repos_dir: Path, out: Path) 
             raise BuildError(f"{where}: test_patch does not apply at base_commit: {exc}") from None
         hidden = {path: (work / path).read_bytes() for path in test_files}
         metadata = {
-            "source": "issue_pr", "repo": record["repo"], "base_commit": record["base_commit"],
+            "source": TaskSource.ISSUE_PR,
+            "repo": record["repo"],
+            "base_commit": record["base_commit"],
             "test_command": record.get("test_cmd") or "python -m pytest -q",
             "fail_to_pass": _test_list(record.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS"),
             "pass_to_pass": _test_list(record.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS"),
-            "tags": ["swe-bench"], **({"version": record["version"]} if isinstance(record.get("version"), str) else {}),
+            "tags": ["swe-bench"],
+            **({"version": record["version"]} if isinstance(record.get("version"), str) else {}),
         }
         task_id = record["instance_id"].replace("/", "__")
-        return write_task_dir(out, task_id, record["problem_statement"], snapshot, hidden, common_dir(test_files),
-                              record["patch"], metadata)
+        return write_task_dir(
+            out,
+            task_id,
+            record["problem_statement"],
+            snapshot,
+            hidden,
+            common_dir(test_files),
+            record["patch"],
+            metadata,
+        )
 
 
 def build_all(path: Path, repos_dir: Path, out: Path) -> list[Path]:

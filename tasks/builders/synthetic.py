@@ -8,7 +8,6 @@ output (assertion messages, not test names or the change itself).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
 import shutil
@@ -17,6 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.vocabulary import DEFAULT_BACKEND, TaskSource
+from patches import render, text_patch
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend
 from sandbox.results import TestReport
@@ -35,13 +36,6 @@ class Detected:
     messages: list[str]
 
 
-def _git_diff(path: str, before: str, after: str) -> str:
-    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}")
-    body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
-    return f"diff --git a/{path} b/{path}\n{body}" if body else ""
-
-
 def _apply_mutants(workspace: Path, mutants: list[Mutant]) -> None:
     for mutant in mutants:
         (workspace / mutant.path).write_text(mutant.mutated)
@@ -57,13 +51,16 @@ def baseline(repo: Path, backend: Backend | str) -> tuple[set[str], float]:
     report = _run(repo, [], backend, 300)
     passing = {node for node, t in report.tests.items() if t.outcome == "passed"}
     if not report.valid or not passing:
-        raise BuildError(f"{repo}: the repository's tests must pass before bugs are injected "
-                         f"({'; '.join(report.inconsistencies) or 'no passing test'})")
+        raise BuildError(
+            f"{repo}: the repository's tests must pass before bugs are injected "
+            f"({'; '.join(report.inconsistencies) or 'no passing test'})"
+        )
     return passing, report.exec.duration_ms / 1000
 
 
-def detect(repo: Path, mutants: list[Mutant], passing: set[str], backend: Backend | str,
-           timeout: float) -> Detected | None:
+def detect(
+    repo: Path, mutants: list[Mutant], passing: set[str], backend: Backend | str, timeout: float
+) -> Detected | None:
     report = _run(repo, mutants, backend, timeout)
     if report.exec.timed_out:
         return None  # an endless loop is not a bug an agent can be scored on fairly
@@ -84,8 +81,10 @@ def statement_for(found: Detected) -> str:
     shown = [m for m in dict.fromkeys(messages) if m][:3] or ["(the failures carry no message)"]
     where = ", ".join(f"`{p}`" for p in modules)
     text = "\n".join(f"- {m}" for m in shown)
-    return (f"# Regression in {where}\n\nAfter a recent change, {len(found.killed)} of the project's tests fail. "
-            f"The failures report:\n\n{text}\n\nFind the bug in the library code and fix it; the tests are right.\n")
+    return (
+        f"# Regression in {where}\n\nAfter a recent change, {len(found.killed)} of the project's tests fail. "
+        f"The failures report:\n\n{text}\n\nFind the bug in the library code and fix it; the tests are right.\n"
+    )
 
 
 def write_task(repo: Path, found: Detected, out: Path, repo_name: str, test_files: list[str]) -> Path:
@@ -93,24 +92,43 @@ def write_task(repo: Path, found: Detected, out: Path, repo_name: str, test_file
         snapshot = Path(tmp) / "snapshot"
         shutil.copytree(repo, snapshot, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache"))
         _apply_mutants(snapshot, found.mutants)
-        patch = "".join(_git_diff(m.path, m.mutated, m.original) for m in found.mutants)
+        patch = render([p for m in found.mutants if (p := text_patch(m.path, m.mutated, m.original)) is not None])
         key = "".join(m.mutated for m in found.mutants).encode()
         task_id = f"{repo_name}-mut-{hashlib.sha256(key).hexdigest()[:10]}"
         hidden = {f: (repo / f).read_bytes() for f in test_files}
         metadata = {
-            "source": "synthetic_mutation", "repo": repo_name, "test_command": "python -m pytest -q",
-            "fail_to_pass": found.killed, "pass_to_pass": found.still_passing,
+            "source": TaskSource.SYNTHETIC_MUTATION,
+            "repo": repo_name,
+            "test_command": "python -m pytest -q",
+            "fail_to_pass": found.killed,
+            "pass_to_pass": found.still_passing,
             "tags": ["synthetic", *sorted({m.operator for m in found.mutants})],
             # How the bug was made, for audit (seed §10.2: keep generation records).
-            "mutation": [{"path": m.path, "operator": m.operator, "description": m.description, "line": m.line,
-                          "function": m.function} for m in found.mutants],
+            "mutation": [
+                {
+                    "path": m.path,
+                    "operator": m.operator,
+                    "description": m.description,
+                    "line": m.line,
+                    "function": m.function,
+                }
+                for m in found.mutants
+            ],
         }
-        return write_task_dir(out, task_id, statement_for(found), snapshot, hidden, common_dir(test_files), patch,
-                              metadata)
+        return write_task_dir(
+            out, task_id, statement_for(found), snapshot, hidden, common_dir(test_files), patch, metadata
+        )
 
 
-def synthesize(repo: Path, count: int, seed: int, out: Path, backend: Backend | str = "bwrap", combined: int = 0,
-               progress: Callable[[int, int], None] = lambda kept, tried: None) -> list[Path]:
+def synthesize(
+    repo: Path,
+    count: int,
+    seed: int,
+    out: Path,
+    backend: Backend | str = DEFAULT_BACKEND,
+    combined: int = 0,
+    progress: Callable[[int, int], None] = lambda kept, tried: None,
+) -> list[Path]:
     """Up to `count` single-bug tasks, then up to `combined` tasks joining two of them."""
     if count < 1:
         raise BuildError("count must be at least 1")
