@@ -1,7 +1,7 @@
 """`make bench`: run the benchmarks and write var/bench/<name>.json.
 
-    python -m bench              # every benchmark
-    python -m bench jsonl_io     # only these
+python -m bench              # every benchmark
+python -m bench jsonl_io     # only these
 """
 
 from __future__ import annotations
@@ -14,8 +14,14 @@ from pathlib import Path
 
 from bench import jsonl_io, review_pages, rollouts, sandbox_start, score_patch, validation
 
-BENCHES = {"sandbox_start": sandbox_start.run, "score_patch": score_patch.run, "validation": validation.run,
-           "rollouts": rollouts.run, "review_pages": review_pages.run, "jsonl_io": jsonl_io.run}
+BENCHES = {
+    "sandbox_start": sandbox_start.run,
+    "score_patch": score_patch.run,
+    "validation": validation.run,
+    "rollouts": rollouts.run,
+    "review_pages": review_pages.run,
+    "jsonl_io": jsonl_io.run,
+}
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 
 
@@ -30,8 +36,13 @@ def main() -> int:
     for name in args.names or list(BENCHES):
         started = time.time()
         result = BENCHES[name]()
-        result.update({"bench": name, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                       "wall_s": round(time.time() - started, 1)})
+        result.update(
+            {
+                "bench": name,
+                "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "wall_s": round(time.time() - started, 1),
+            }
+        )
         (OUT / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(f"{name}: {json.dumps(result.get('summary', result))}")
     return 0

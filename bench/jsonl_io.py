@@ -26,30 +26,16 @@ REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
 PG_ADMIN_URL = os.environ.get("BENCH_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/postgres")
 PG_BENCH_DB = "crucible_bench"
 
-# Runs inside the measured process: the command, then its own peak RSS.
-CHILD = """
-import resource, sys, time, os, django
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-django.setup()
-from django.core.management import call_command
-op, path = sys.argv[1], sys.argv[2]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-start = time.perf_counter()
-if op == "import":
-    call_command("import_trajectories", path, verbosity=0)
-elif op == "export":
-    call_command("export", "trajectories", "--out", path, verbosity=0)
-else:
-    from trajectories.models import Trajectory, Step
-    Step.objects.all().delete(); Trajectory.objects.all().delete()
-elapsed = time.perf_counter() - start
-print(elapsed, base, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
-"""
-
 
 def _child(op: str, path: Path, env: dict[str, str]) -> tuple[float, float]:
-    done = subprocess.run([sys.executable, "-c", CHILD, op, str(path)], cwd=REPO, env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench._jsonl_io_child", op, str(path)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     elapsed, _base, peak = done.stdout.strip().splitlines()[-1].split()
     return float(elapsed), int(peak) / 1024
 
@@ -77,7 +63,7 @@ def _measure(database_url: str, source: Path, tmp: Path) -> dict[str, Any]:
     }
 
 
-def _postgres_url() -> str | None:
+def postgres_url() -> str | None:
     try:
         with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {PG_BENCH_DB}")
@@ -94,11 +80,12 @@ def run() -> dict[str, Any]:
         started = time.perf_counter()
         write_jsonl(source, TRAJECTORIES, STEPS_PER)
         result: dict[str, Any] = {
-            "file_mb": round(source.stat().st_size / 1e6, 1), "repeats": REPEATS,
+            "file_mb": round(source.stat().st_size / 1e6, 1),
+            "repeats": REPEATS,
             "generate_s": round(time.perf_counter() - started, 2),
             "sqlite": _measure(f"sqlite:///{tmp / 'bench.sqlite3'}", source, tmp),
         }
-        pg = _postgres_url()
+        pg = postgres_url()
         result["postgresql"] = _measure(pg, source, tmp) if pg else "unavailable"
     targets = {"import_postgresql": 20000, "import_sqlite": 10000, "export": 50000, "rss_mb": 300}
     summary: dict[str, Any] = {"targets": targets}

@@ -25,9 +25,15 @@ STEPS = int(os.environ.get("BENCH_WS_STEPS", "200"))
 
 
 def _setup(tmp: Path) -> None:
-    os.environ.update({"DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}", "CRUCIBLE_VAR_DIR": str(tmp / "var"),
-                       "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-                       "CHANNELS_PREFIX": "crucible-bench", "DJANGO_SETTINGS_MODULE": "webapp.settings"})
+    os.environ.update(
+        {
+            "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
+            "CRUCIBLE_VAR_DIR": str(tmp / "var"),
+            "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
+            "CHANNELS_PREFIX": "crucible-bench",
+            "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        }
+    )
     import django
 
     django.setup()
@@ -39,7 +45,8 @@ def _setup(tmp: Path) -> None:
 def _overhead() -> dict[str, Any]:
     from tasks.models import TaskSuite
     from tasks.services import import_task_dirs
-    from trajectories.rollouts import run_trajectory, start_batch
+    from trajectories.batches import start_batch
+    from trajectories.runner import run_trajectory
 
     import_task_dirs(REPO / "demo" / "tasks", "bench")
     batch = start_batch(TaskSuite.objects.get(name="bench"), "scripted", enqueue=False)
@@ -48,8 +55,13 @@ def _overhead() -> dict[str, Any]:
         run_trajectory(trajectory.pk)
     wall = time.perf_counter() - started
     sandbox = sum(t.sandbox.get("sandbox_ms", 0) for t in batch.trajectories.all()) / 1000
-    return {"trajectories": batch.trajectories.count(), "wall_s": round(wall, 2), "sandbox_s": round(sandbox, 2),
-            "ratio": round(wall / sandbox, 2), "target_ratio": 1.5}
+    return {
+        "trajectories": batch.trajectories.count(),
+        "wall_s": round(wall, 2),
+        "sandbox_s": round(sandbox, 2),
+        "ratio": round(wall / sandbox, 2),
+        "target_ratio": 1.5,
+    }
 
 
 def _latency(tmp: Path) -> dict[str, Any]:
@@ -59,7 +71,8 @@ def _latency(tmp: Path) -> dict[str, Any]:
     from django.utils import timezone
 
     from trajectories.models import Trajectory
-    from trajectories.rollouts import DBRecorder
+    from trajectories.recorder import DBRecorder
+    from trajectories.schema import AgentStep
 
     user = User.objects.create_user("bench", password="bench-pass-123")
     user.groups.add(Group.objects.get(name="reviewer"))
@@ -70,9 +83,13 @@ def _latency(tmp: Path) -> dict[str, Any]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                               "webapp.asgi:application"], cwd=REPO, env=dict(os.environ),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+        cwd=REPO,
+        env=dict(os.environ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     sent: dict[int, float] = {}
     received: dict[int, float] = {}
     try:
@@ -84,8 +101,10 @@ def _latency(tmp: Path) -> dict[str, Any]:
                 time.sleep(0.1)
 
         async def listen(ready: threading.Event) -> None:
-            async with websockets.connect(f"ws://127.0.0.1:{port}/ws/",
-                                          additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}) as ws:
+            async with websockets.connect(
+                f"ws://127.0.0.1:{port}/ws/",
+                additional_headers={"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"},
+            ) as ws:
                 await ws.send(f'{{"action": "subscribe", "group": "trajectory-{trajectory.trajectory_id}"}}')
                 await ws.recv()
                 ready.set()
@@ -103,9 +122,18 @@ def _latency(tmp: Path) -> dict[str, Any]:
         ready.wait(30)
         recorder = DBRecorder(trajectory)
         for n in range(1, STEPS + 1):
-            record = {"step": n, "action_type": "run_command", "action_input": {"command": "true"},
-                      "observation": "ok", "observation_truncated": False, "thought": "", "exit_code": 0,
-                      "duration_ms": 1.0, "timestamp": None, "policy_ms": 0.0}
+            record: AgentStep = {
+                "step": n,
+                "action_type": "run_command",
+                "action_input": {"command": "true"},
+                "observation": "ok",
+                "observation_truncated": False,
+                "thought": "",
+                "exit_code": 0,
+                "duration_ms": 1.0,
+                "timestamp": None,
+                "policy_ms": 0.0,
+            }
             recorder.last_flush = 0.0  # one message per step: measure the path, not the batching
             sent[n] = time.perf_counter()
             recorder.step(record)
@@ -115,8 +143,13 @@ def _latency(tmp: Path) -> dict[str, Any]:
         server.terminate()
         server.wait(timeout=20)
     latencies = sorted((received[n] - sent[n]) * 1000 for n in sent if n in received)
-    return {"steps": STEPS, "received": len(latencies), "p50_ms": round(statistics.median(latencies), 2),
-            "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 2), "target_p95_ms": 100}
+    return {
+        "steps": STEPS,
+        "received": len(latencies),
+        "p50_ms": round(statistics.median(latencies), 2),
+        "p95_ms": round(latencies[int(0.95 * (len(latencies) - 1))], 2),
+        "target_p95_ms": 100,
+    }
 
 
 def run() -> dict[str, Any]:
@@ -125,6 +158,12 @@ def run() -> dict[str, Any]:
         _setup(tmp)
         overhead = _overhead()
         latency = _latency(tmp)
-    return {"scripted_batch": overhead, "step_to_websocket": latency,
-            "summary": {"overhead_ratio": overhead["ratio"], "ws_p50_ms": latency["p50_ms"],
-                        "ws_p95_ms": latency["p95_ms"]}}
+    return {
+        "scripted_batch": overhead,
+        "step_to_websocket": latency,
+        "summary": {
+            "overhead_ratio": overhead["ratio"],
+            "ws_p50_ms": latency["p50_ms"],
+            "ws_p95_ms": latency["p95_ms"],
+        },
+    }

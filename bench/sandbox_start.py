@@ -18,6 +18,7 @@ from sandbox import Limits
 from sandbox.backends.base import Backend
 from sandbox.backends.bwrap import BwrapBackend
 from sandbox.backends.docker import DockerBackend
+from sandbox.names import BackendName
 from sandbox.podman import PodmanUnavailable, podman_service
 
 RUNS = int(os.environ.get("BENCH_SANDBOX_RUNS", "100"))
@@ -36,9 +37,12 @@ def _timings(fn: Callable[[], object], runs: int) -> list[float]:
 
 def _stats(ms: list[float]) -> dict[str, float]:
     ordered = sorted(ms)
-    return {"p50_ms": round(statistics.median(ordered), 2),
-            "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
-            "min_ms": round(ordered[0], 2), "runs": len(ordered)}
+    return {
+        "p50_ms": round(statistics.median(ordered), 2),
+        "p95_ms": round(ordered[int(0.95 * (len(ordered) - 1))], 2),
+        "min_ms": round(ordered[0], 2),
+        "runs": len(ordered),
+    }
 
 
 def _backend(backend: Backend, workspace: Path, runs: int, bare_p50: float) -> dict[str, Any]:
@@ -60,10 +64,12 @@ def run() -> dict[str, Any]:
         workspace = Path(name)
         bare = _stats(_timings(lambda: subprocess.run(["true"], check=True), RUNS))
         result["bare_subprocess"] = bare
-        result["bwrap"] = _backend(BwrapBackend(), workspace, RUNS, bare["p50_ms"])
-        result["docker"] = _docker(workspace, bare["p50_ms"])
-    result["summary"] = {k: result[k]["p50_ms"] if isinstance(result[k], dict) else result[k]
-                         for k in ("bare_subprocess", "bwrap", "docker")}
+        result[BackendName.BWRAP] = _backend(BwrapBackend(), workspace, RUNS, bare["p50_ms"])
+        result[BackendName.DOCKER] = _docker(workspace, bare["p50_ms"])
+    result["summary"] = {
+        k: result[k]["p50_ms"] if isinstance(result[k], dict) else result[k]
+        for k in ("bare_subprocess", BackendName.BWRAP, BackendName.DOCKER)
+    }
     return result
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rewards.scoring import score_patch
-from tasks.spec import TaskSpec
 from rewards.spec import load_spec
+from tasks.spec import TaskSpec
 
 DEMO = Path(__file__).resolve().parent.parent / "demo" / "tasks"
 
@@ -33,8 +33,13 @@ def _bare(patch: Path, selected: list[str]) -> float:
         subprocess.run(["git", "apply", str(patch)], cwd=work, check=True)
         shutil.copytree(DEMO / TASK / "tests", work / "tests", dirs_exist_ok=True)
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected], cwd=work,
-                       check=True, capture_output=True, env={"PATH": os.environ["PATH"], "HOME": name})
+        subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selected],
+            cwd=work,
+            check=True,
+            capture_output=True,
+            env={"PATH": os.environ["PATH"], "HOME": name},
+        )
         return time.perf_counter() - started
 
 
@@ -55,10 +60,18 @@ def run() -> dict[str, Any]:
             raise RuntimeError(f"the expected patch scored {result.reward}")
     ratio = statistics.median(scored) / statistics.median(bare)
     return {
-        "task": TASK, "runs": RUNS, "tests": len(selected),
-        "bare_pytest_s": [round(s, 3) for s in bare], "score_patch_s": [round(s, 3) for s in scored],
-        "bare_p50_s": round(statistics.median(bare), 3), "score_patch_p50_s": round(statistics.median(scored), 3),
-        "ratio": round(ratio, 2), "target_ratio": 1.3,
-        "summary": {"bare_p50_s": round(statistics.median(bare), 3),
-                    "score_patch_p50_s": round(statistics.median(scored), 3), "ratio": round(ratio, 2)},
+        "task": TASK,
+        "runs": RUNS,
+        "tests": len(selected),
+        "bare_pytest_s": [round(s, 3) for s in bare],
+        "score_patch_s": [round(s, 3) for s in scored],
+        "bare_p50_s": round(statistics.median(bare), 3),
+        "score_patch_p50_s": round(statistics.median(scored), 3),
+        "ratio": round(ratio, 2),
+        "target_ratio": 1.3,
+        "summary": {
+            "bare_p50_s": round(statistics.median(bare), 3),
+            "score_patch_p50_s": round(statistics.median(scored), 3),
+            "ratio": round(ratio, 2),
+        },
     }

@@ -36,8 +36,12 @@ def _bare_runs(task_dir: Path, runs: int) -> float:
             shutil.copytree(task_dir / "tests", work / "tests", dirs_exist_ok=True)
             for _ in range(runs):
                 started = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=work,
-                               capture_output=True, env={"PATH": os.environ["PATH"], "HOME": name})
+                subprocess.run(
+                    [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                    cwd=work,
+                    capture_output=True,
+                    env={"PATH": os.environ["PATH"], "HOME": name},
+                )
                 total += time.perf_counter() - started
     return total
 
@@ -49,13 +53,28 @@ def run() -> dict[str, Any]:
         spec = TaskSpec.from_task_dir(task_dir)
         bare = _bare_runs(task_dir, RUNS)
         started = time.perf_counter()
-        report = validate(spec, (task_dir / "task.md").read_text(), (task_dir / "expected_patch").read_text(),
-                          declared_license="MIT", license_allowlist=["MIT"], runs=RUNS)
+        report = validate(
+            spec,
+            (task_dir / "task.md").read_text(),
+            (task_dir / "expected_patch").read_text(),
+            declared_license="MIT",
+            license_allowlist=["MIT"],
+            runs=RUNS,
+        )
         took = time.perf_counter() - started
-        rows[task_id] = {"status": report.status, "validate_s": round(took, 2), "bare_runs_s": round(bare, 2),
-                         "ratio": round(took / bare, 2)}
+        rows[task_id] = {
+            "status": report.status,
+            "validate_s": round(took, 2),
+            "bare_runs_s": round(bare, 2),
+            "ratio": round(took / bare, 2),
+        }
     ratios = [float(r["ratio"]) for r in rows.values()]
     seconds = [float(r["validate_s"]) for r in rows.values()]
-    return {"runs_each_way": RUNS, "tasks": rows,
-            "summary": {"median_ratio": round(statistics.median(ratios), 2),
-                        "median_validate_s": round(statistics.median(seconds), 2)}}
+    return {
+        "runs_each_way": RUNS,
+        "tasks": rows,
+        "summary": {
+            "median_ratio": round(statistics.median(ratios), 2),
+            "median_validate_s": round(statistics.median(seconds), 2),
+        },
+    }

@@ -8,5 +8,14 @@ from sandbox.limits import Limits
 from sandbox.paths import ToolError
 from sandbox.results import ExecResult, TestOutcome, TestReport
 
-__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxError", "TestOutcome", "TestReport", "ToolError",
-           "make_backend", "reap_orphans"]
+__all__ = [
+    "ExecResult",
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "TestOutcome",
+    "TestReport",
+    "ToolError",
+    "make_backend",
+    "reap_orphans",
+]

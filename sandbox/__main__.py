@@ -12,13 +12,14 @@ from pathlib import Path
 
 from sandbox.backends.base import SandboxError
 from sandbox.core import Sandbox, make_backend
+from sandbox.names import DEFAULT_BACKEND, BackendName
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sandbox")
     sub = parser.add_subparsers(dest="command", required=True)
     ex = sub.add_parser("exec", help="run one command in a fresh sandbox over a copy of a directory")
-    ex.add_argument("--backend", choices=["bwrap", "docker", "local"], default="bwrap")
+    ex.add_argument("--backend", choices=list(BackendName), default=DEFAULT_BACKEND)
     ex.add_argument("--workspace", type=Path, required=True)
     ex.add_argument("--timeout", type=float, default=60.0)
     ex.add_argument("--allow-unsafe-local", action="store_true", help="let the local backend run (no isolation)")
@@ -37,8 +38,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     out = result.to_json()
-    print(json.dumps({k: out[k] for k in ("exit_code", "stdout", "stderr", "truncated", "timed_out",
-                                          "duration_ms", "startup_ms")} | {"killed_by": out["killed_by"]}))
+    print(
+        json.dumps(
+            {
+                k: out[k]
+                for k in ("exit_code", "stdout", "stderr", "truncated", "timed_out", "duration_ms", "startup_ms")
+            }
+            | {"killed_by": out["killed_by"]}
+        )
+    )
     return 0
 
 

@@ -7,13 +7,17 @@ gives a reliable way to kill everything a command left running.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 import uuid
 from pathlib import Path
 
+logger = logging.getLogger(__name__)
+
 CANDIDATE_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+_warned: set[Path] = set()  # roots already reported unusable: once per process is enough
 
 
 def _usable_root() -> Path | None:
@@ -42,11 +46,15 @@ class PidsGroup:
         try:
             path.mkdir(parents=True)
             (path / "pids.max").write_text(str(max_pids))
-        except OSError:
+        except OSError as exc:
+            # RLIMIT_NPROC and the session kill still apply; only root's fork bombs get through.
+            if root not in _warned:
+                _warned.add(root)
+                logger.warning("no pids cgroup under %s (%s); commands run without one", root, exc)
             try:
                 path.rmdir()
             except OSError:
-                pass
+                pass  # mkdir itself failed: there is nothing to remove
             return None
         return cls(path)
 
@@ -61,8 +69,8 @@ class PidsGroup:
         if kill_file.exists():
             try:
                 kill_file.write_text("1")
-            except OSError:
-                pass
+            except OSError as exc:
+                logger.debug("%s: cgroup.kill failed (%s); killing pid by pid", self.path, exc)
         # cgroup v1 has no cgroup.kill: kill what is listed until nothing is, since a
         # fork bomb can add processes between the read and the kill.
         for _ in range(200):
@@ -73,16 +81,20 @@ class PidsGroup:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
-                    pass
+                    pass  # exited between the listing and the kill
             time.sleep(0.005)
+        logger.error("%s: processes still running after 1 s of SIGKILL: %s", self.path, self.pids())
 
     def remove(self) -> None:
         self.kill_all()
+        last: OSError | None = None
         for _ in range(100):
             try:
                 self.path.rmdir()
                 return
             except FileNotFoundError:
                 return
-            except OSError:
+            except OSError as exc:  # EBUSY until the last killed process is gone
+                last = exc
                 time.sleep(0.01)
+        logger.error("%s: could not remove the cgroup: %s", self.path, last)

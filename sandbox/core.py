@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
@@ -11,14 +12,17 @@ import tempfile
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from sandbox import gitops, junit, quota, tools
 from sandbox.backends.base import Backend, SandboxError
 from sandbox.limits import Limits
+from sandbox.names import DEFAULT_BACKEND, BackendName
 from sandbox.results import ExecResult, TestReport
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_TEST_COMMAND = "python -m pytest"
 SUMMARY_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
@@ -41,6 +45,7 @@ def reap_orphans() -> int:
             os.kill(int(owner), 0)
             continue
         except ProcessLookupError:
+            logger.info("reaping sandbox dir %s: its owner pid %s is gone", entry, owner)
             _remove(str(entry))
             removed += 1
         except PermissionError:
@@ -53,22 +58,46 @@ def _remove(root: str) -> None:
     for mount in quota.mounts_under(Path(root)):
         quota.unmount(mount)
     shutil.rmtree(root, ignore_errors=True)
+    if os.path.lexists(root):
+        # Files the command made undeletable (chattr, a busy mount); the next reap tries again.
+        logger.warning("could not fully remove sandbox dir %s", root)
+
+
+def _bwrap(options: Mapping[str, object]) -> Backend:
+    from sandbox.backends.bwrap import BwrapBackend
+
+    return BwrapBackend()
+
+
+def _docker(options: Mapping[str, object]) -> Backend:
+    # Imported on use: the Docker SDK is a slow import that bwrap users never need.
+    from sandbox.backends.docker import DockerBackend
+
+    base_url, image = options.get("base_url"), options.get("image")
+    return DockerBackend(base_url=str(base_url) if base_url else None, image=str(image) if image else None)
+
+
+def _local(options: Mapping[str, object]) -> Backend:
+    from sandbox.backends.local import LocalBackend
+
+    return LocalBackend(allow_unsafe=bool(options.get("allow_unsafe")))
+
+
+# One factory per backend name; a new backend registers here and nowhere else.
+BACKENDS: dict[BackendName, Callable[[Mapping[str, object]], Backend]] = {
+    BackendName.BWRAP: _bwrap,
+    BackendName.DOCKER: _docker,
+    BackendName.LOCAL: _local,
+}
 
 
 def make_backend(name: str, **options: object) -> Backend:
-    if name == "bwrap":
-        from sandbox.backends.bwrap import BwrapBackend
-
-        return BwrapBackend()
-    if name == "docker":
-        from sandbox.backends.docker import DockerBackend
-
-        return DockerBackend(**options)  # type: ignore[arg-type]
-    if name == "local":
-        from sandbox.backends.local import LocalBackend
-
-        return LocalBackend(allow_unsafe=bool(options.get("allow_unsafe")))
-    raise SandboxError(f"unknown sandbox backend {name!r} (bwrap, docker or local)")
+    """The backend called `name`; options a backend does not take are ignored (the CLI passes them all)."""
+    try:
+        factory = BACKENDS[BackendName(name)]
+    except ValueError:
+        raise SandboxError(f"unknown sandbox backend {name!r} ({', '.join(BACKENDS)})") from None
+    return factory(options)
 
 
 class Sandbox:
@@ -81,11 +110,11 @@ class Sandbox:
     def __init__(
         self,
         base: Path,
-        backend: Backend | str = "bwrap",
+        backend: Backend | str = DEFAULT_BACKEND,
         limits: Limits | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        started = time.perf_counter()
+        started = self._created = time.perf_counter()
         base = Path(base)
         if not base.is_dir():
             raise SandboxError(f"{base}: not a directory")
@@ -96,6 +125,7 @@ class Sandbox:
         self.base = base.resolve()
         self.root = sandboxes_root() / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.root.mkdir()
+        self.closed = False
         # A sandbox dropped without close() (an exception, a forgotten with) still
         # cleans up when collected or at interpreter exit.
         self._finalizer = weakref.finalize(self, _remove, str(self.root))
@@ -112,7 +142,13 @@ class Sandbox:
         self._baseline = False
         self.prepare_ms = round((time.perf_counter() - started) * 1000, 3)
         self.startup_ms: float | None = None  # of the first command, for provenance
-        self.closed = False
+        logger.debug(
+            "sandbox %s: ready on %s in %.0f ms (exact workspace quota: %s)",
+            self.root.name,
+            self.backend.name,
+            self.prepare_ms,
+            self.workspace_quota,
+        )
 
     # lifecycle -------------------------------------------------------------
     def close(self) -> None:
@@ -120,11 +156,14 @@ class Sandbox:
             self.closed = True
             self._finalizer()
             self.backend.close()
+            logger.debug("sandbox %s: closed after %.1f s", self.root.name, time.perf_counter() - self._created)
 
     def __enter__(self) -> Sandbox:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     def _check_open(self) -> None:
@@ -133,7 +172,10 @@ class Sandbox:
 
     # execution -------------------------------------------------------------
     def exec(
-        self, cmd: str | Sequence[str], timeout: float | None = None, env: Mapping[str, str] | None = None,
+        self,
+        cmd: str | Sequence[str],
+        timeout: float | None = None,
+        env: Mapping[str, str] | None = None,
         stdin: bytes | None = None,
     ) -> ExecResult:
         """Run a shell command line (str) or an argv (list) in a fresh sandbox over the workspace."""
@@ -141,8 +183,9 @@ class Sandbox:
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise SandboxError("empty command")
-        result = self.backend.run(argv, self.workspace, self.limits.with_timeout(timeout),
-                                  {**self.env, **(env or {})}, stdin=stdin)
+        result = self.backend.run(
+            argv, self.workspace, self.limits.with_timeout(timeout), {**self.env, **(env or {})}, stdin=stdin
+        )
         if self.startup_ms is None:
             self.startup_ms = result.startup_ms
         return result
@@ -186,19 +229,32 @@ class Sandbox:
             self._baseline = True
 
     # tests -------------------------------------------------------------------
-    def run_tests(self, args: Sequence[str] = (), command: str = DEFAULT_TEST_COMMAND,
-                  timeout: float | None = None) -> TestReport:
+    def run_tests(
+        self, args: Sequence[str] = (), command: str = DEFAULT_TEST_COMMAND, timeout: float | None = None
+    ) -> TestReport:
         """Run pytest with a JUnit report outside the workspace, at a path chosen per run."""
         self._check_open()
         reports = self.root / "reports" / secrets.token_hex(8)
         reports.mkdir(parents=True)
         reports.chmod(0o777)  # a backend may run the command as an unprivileged user
-        local = self.backend.name == "local"
+        local = self.backend.name == BackendName.LOCAL
         inside = str(reports) if local else f"/run/{secrets.token_hex(16)}"
-        argv = [*shlex.split(command), "-p", "no:cacheprovider", "-o", "junit_family=xunit1",
-                f"--junitxml={inside}/report.xml", *args]
-        result = self.backend.run(argv, self.workspace, self.limits.with_timeout(timeout), self.env,
-                                  extra_rw_binds=() if local else ((reports, inside),))
+        argv = [
+            *shlex.split(command),
+            "-p",
+            "no:cacheprovider",
+            "-o",
+            "junit_family=xunit1",
+            f"--junitxml={inside}/report.xml",
+            *args,
+        ]
+        result = self.backend.run(
+            argv,
+            self.workspace,
+            self.limits.with_timeout(timeout),
+            self.env,
+            extra_rw_binds=() if local else ((reports, inside),),
+        )
         if self.startup_ms is None:
             self.startup_ms = result.startup_ms
         report = TestReport(exec=result)

@@ -21,7 +21,7 @@ def nodeid(file: str, classname: str, name: str) -> str:
     module = file[:-3].replace("/", ".") if file.endswith(".py") else ""
     parts = [file] if file else []
     if module and classname.startswith(module):
-        inner = classname[len(module):].strip(".")
+        inner = classname[len(module) :].strip(".")
         if inner:
             parts += inner.split(".")
     elif not file:

@@ -1,4 +1,7 @@
-"""The sandbox backends by name: the one list every choice field and flag derives from."""
+"""Names that cross the sandbox's boundary: the backends, and the limits that end a command.
+
+The one list every choice field, flag and result derives from.
+"""
 
 from __future__ import annotations
 
@@ -15,3 +18,11 @@ class BackendName(StrEnum):
 DEFAULT_BACKEND = BackendName.BWRAP
 # What a rollout or a scoring job may be given from outside; `local` never is.
 ISOLATING_BACKENDS = (BackendName.BWRAP, BackendName.DOCKER)
+
+
+class KillReason(StrEnum):
+    """The limit that made the supervisor kill a command (`ExecResult.killed_by`)."""
+
+    WALL = "wall"
+    OUTPUT = "output"
+    WORKSPACE = "workspace"

@@ -40,7 +40,7 @@ class BoundedBuffer:
     def text(self) -> str:
         tail = b"".join(self.tail)
         if len(tail) > self.tail_limit:
-            tail = tail[-self.tail_limit:]
+            tail = tail[-self.tail_limit :]
         if self.truncated:
             dropped = self.total - len(self.head) - len(tail)
             marker = f"\n[... {dropped} bytes of output omitted ...]\n".encode()

@@ -17,7 +17,7 @@ def resolve(workspace: Path, rel: str, *, must_exist: bool = False) -> Path:
         raise ToolError("path contains a NUL byte")
     rel = rel.strip()
     if rel.startswith("/workspace/"):
-        rel = rel[len("/workspace/"):]  # the agent sees the workspace mounted there
+        rel = rel[len("/workspace/") :]  # the agent sees the workspace mounted there
     pure = PurePosixPath(rel)
     if pure.is_absolute():
         raise ToolError(f"{rel}: absolute paths are not allowed; use a path relative to the workspace")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 import resource
 import selectors
@@ -14,35 +15,13 @@ from pathlib import Path
 
 from sandbox.cgroup import PidsGroup
 from sandbox.limits import Limits
-from sandbox.output import BoundedBuffer
 from sandbox.results import ExecResult
+from sandbox.supervise import READ_CHUNK, STDERR, STDOUT, Exit, Output, supervise
+
+logger = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
-# The workspace is measured this often while a command runs (more rarely when a
-# measurement itself is slow); a fast writer can overshoot by one interval's writes.
-WORKSPACE_POLL_S = 0.05
-EXIT_GRACE_S = 0.25  # output still arriving after the command exited
 _libc = ctypes.CDLL(None, use_errno=True)
-
-
-def workspace_bytes(root: Path) -> int:
-    """Sum of regular file sizes under root; tolerant of files vanishing while it walks."""
-    total = 0
-    stack = [str(root)]
-    while stack:
-        try:
-            with os.scandir(stack.pop()) as entries:
-                for entry in entries:
-                    try:
-                        if entry.is_dir(follow_symlinks=False):
-                            stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
-                            total += entry.stat(follow_symlinks=False).st_size
-                    except OSError:
-                        continue
-        except OSError:
-            continue
-    return total
 
 
 def _preexec(limits: Limits, cgroup_procs: str | None, parent: int) -> None:
@@ -76,14 +55,15 @@ def run_process(
     workspace: Path,
     stdin: bytes | None = None,
     status_fd: bool = False,
+    name: str = "process",
 ) -> ExecResult:
     """Run argv, bounded in time, output and workspace size; kill its whole tree at the end.
 
     With status_fd, argv must contain the placeholder "{status_fd}" once; it is
     replaced by a pipe on which the sandbox tool reports that the command started,
-    which is what startup_ms measures.
+    which is what startup_ms measures. `name` (the backend's) prefixes it in logs.
     """
-    started = time.perf_counter()
+    started = time.monotonic()
     parent = os.getpid()
     cgroup = PidsGroup.create(limits.pids) if os.geteuid() == 0 else None
     status_r = status_w = -1
@@ -93,12 +73,18 @@ def run_process(
         argv = [a.replace("{status_fd}", str(status_w)) for a in argv]
     try:
         proc = subprocess.Popen(
-            argv, cwd=cwd, env=dict(env), stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+            argv,
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
             pass_fds=(status_w,) if status_fd else (),
             preexec_fn=lambda: _preexec(limits, cgroup.procs if cgroup else None, parent),
         )
-    except BaseException:
+    except BaseException as exc:
+        logger.error("%s: could not start %s: %s", name, argv[0], exc)
         if cgroup:
             cgroup.remove()
         if status_fd:
@@ -107,105 +93,134 @@ def run_process(
         raise
     if status_fd:
         os.close(status_w)
+    target = _Process(proc, f"{name} pid {proc.pid}", stdin, status_r if status_fd else None, started)
     try:
-        return _supervise(proc, limits, workspace, started, stdin, status_r if status_fd else None)
+        result = supervise(target, limits, workspace, started)
     finally:
+        target.close()
         _kill_tree(proc, cgroup)
         if status_fd:
             os.close(status_r)
+    # Killing what the command left behind is part of what a command costs; count it.
+    result.duration_ms = round((time.monotonic() - started) * 1000, 3)
+    return result
 
 
-def _supervise(
-    proc: subprocess.Popen[bytes], limits: Limits, workspace: Path, started: float,
-    stdin: bytes | None, status_r: int | None,
-) -> ExecResult:
-    if stdin is not None and proc.stdin is not None:
-        try:
-            proc.stdin.write(stdin)
-        except BrokenPipeError:
-            pass
-        proc.stdin.close()
-    assert proc.stdout is not None and proc.stderr is not None
-    buffers = {proc.stdout.fileno(): BoundedBuffer(limits.output_bytes),
-               proc.stderr.fileno(): BoundedBuffer(limits.output_bytes)}
-    selector = selectors.DefaultSelector()
-    for stream in (proc.stdout, proc.stderr):
-        os.set_blocking(stream.fileno(), False)
-        selector.register(stream.fileno(), selectors.EVENT_READ)
-    if status_r is not None:
-        selector.register(status_r, selectors.EVENT_READ)
-    startup_ms = 0.0 if status_r is not None else (time.perf_counter() - started) * 1000
-    deadline = started + limits.wall_seconds
-    next_poll = time.perf_counter() + WORKSPACE_POLL_S
-    workspace_limit = limits.workspace_mb * 1024 * 1024
-    killed_by: str | None = None
-    open_streams = 2
-    exited_at: float | None = None
-    while open_streams and killed_by is None:
-        now = time.perf_counter()
-        if now >= deadline:
-            killed_by = "wall"
-            break
-        if exited_at is None and proc.poll() is not None:
-            exited_at = now
-        elif exited_at is not None and now - exited_at > EXIT_GRACE_S:
-            break  # a background child holds the pipes open; it is killed below
-        for key, _ in selector.select(timeout=min(deadline - now, WORKSPACE_POLL_S)):
+class _Process:
+    """A host process group as the supervisor sees it: its pipes, its stdin, its exit."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        ident: str,
+        stdin: bytes | None,
+        status_r: int | None,
+        started: float,
+    ) -> None:
+        assert proc.stdout is not None and proc.stderr is not None
+        self.proc = proc
+        self.ident = ident
+        self.started = started
+        self.status_r = status_r
+        self.startup_ms = 0.0 if status_r is not None else (time.monotonic() - started) * 1000
+        self.selector = selectors.DefaultSelector()
+        self.streams = {proc.stdout.fileno(): STDOUT, proc.stderr.fileno(): STDERR}
+        for fd in (*self.streams, *([status_r] if status_r is not None else [])):
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ)
+        self.open_streams = len(self.streams)
+        # Stdin is fed as the command reads it, in the same loop as its output: written
+        # all at once, a command that writes before it reads would block both sides.
+        self.to_send: memoryview | None = None
+        if proc.stdin is not None:
+            if stdin:
+                self.to_send = memoryview(stdin)
+                os.set_blocking(proc.stdin.fileno(), False)
+                self.selector.register(proc.stdin.fileno(), selectors.EVENT_WRITE)
+            else:
+                proc.stdin.close()
+
+    def read(self, timeout: float) -> Output:
+        seen = Output()
+        for key, _ in self.selector.select(timeout):
             fd = int(key.fd)
+            if self.to_send is not None and self.proc.stdin is not None and fd == self.proc.stdin.fileno():
+                self._feed()
+                continue
             try:
-                chunk = os.read(fd, 65536)
+                chunk = os.read(fd, READ_CHUNK)
             except BlockingIOError:
                 continue
-            if fd == status_r:
-                if not startup_ms:
-                    startup_ms = (time.perf_counter() - started) * 1000
+            if fd == self.status_r:
+                self._started()
                 if not chunk:
-                    selector.unregister(fd)
+                    self.selector.unregister(fd)
                 continue
             if not chunk:
-                selector.unregister(fd)
-                open_streams -= 1
+                self.selector.unregister(fd)
+                self.open_streams -= 1
                 continue
-            buffers[fd].append(chunk)
-        if sum(b.total for b in buffers.values()) > limits.output_hard_bytes:
-            killed_by = "output"
-        elif time.perf_counter() >= next_poll:
-            measured_at = time.perf_counter()
-            if workspace_bytes(workspace) > workspace_limit:
-                killed_by = "workspace"
-            scan = time.perf_counter() - measured_at
-            next_poll = time.perf_counter() + max(WORKSPACE_POLL_S, 10 * scan)
-    if killed_by is None:
-        # Output closed; the process may still be running (it closed its pipes).
+            seen.chunks.append((self.streams[fd], chunk))
+        seen.closed = self.open_streams == 0
+        seen.exited = self.proc.poll() is not None
+        if seen.closed and not self.startup_ms:
+            self._started()  # the status line was there but not yet read when the output closed
+        return seen
+
+    def _started(self) -> None:
+        if not self.startup_ms:
+            self.startup_ms = (time.monotonic() - self.started) * 1000
+
+    def _feed(self) -> None:
+        assert self.proc.stdin is not None and self.to_send is not None
         try:
-            proc.wait(timeout=max(0.0, deadline - time.perf_counter()))
+            sent = os.write(self.proc.stdin.fileno(), self.to_send[:READ_CHUNK])
+        except BlockingIOError:
+            return
+        except OSError:  # the command closed its stdin or exited: the rest is not wanted
+            sent = len(self.to_send)
+        self.to_send = self.to_send[sent:] or None
+        if self.to_send is None:
+            self.selector.unregister(self.proc.stdin.fileno())
+            self._close_stdin()
+
+    def _close_stdin(self) -> None:
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            try:
+                self.proc.stdin.close()
+            except OSError as exc:  # buffered bytes the command will never read; nothing to keep
+                logger.debug("%s: closing stdin: %s", self.ident, exc)
+
+    def wait(self, timeout: float) -> Exit | None:
+        try:
+            return Exit(self.proc.wait(timeout=timeout))
         except subprocess.TimeoutExpired:
-            killed_by = "wall"
-    selector.close()
-    if killed_by is not None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    out, err = buffers[proc.stdout.fileno()], buffers[proc.stderr.fileno()]
-    proc.stdout.close()
-    proc.stderr.close()
-    if killed_by is None and workspace_bytes(workspace) > workspace_limit:
-        killed_by = "workspace"  # grew past the limit between two polls
-    return ExecResult(
-        exit_code=None if killed_by in ("wall", "output") else proc.returncode,
-        stdout=out.text(), stderr=err.text(),
-        truncated=out.truncated or err.truncated or killed_by == "output",
-        timed_out=killed_by == "wall", duration_ms=round((time.perf_counter() - started) * 1000, 3),
-        startup_ms=round(startup_ms, 3), killed_by=killed_by,
-        stdout_bytes=out.total, stderr_bytes=err.total,
-    )
+            return None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the whole group already exited and was reaped
+        self.proc.wait()
+
+    def close(self) -> None:
+        self.selector.close()
+        self._close_stdin()
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+        self.proc.stdout.close()
+        self.proc.stderr.close()
 
 
 def _kill_tree(proc: subprocess.Popen[bytes], cgroup: PidsGroup | None) -> None:
     """Nothing the command started outlives the call: its session, then its cgroup."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    except ProcessLookupError:
+        pass  # nothing of the session is left
+    except PermissionError as exc:
+        # A setuid program changed its uid; the cgroup (when there is one) still gets it.
+        logger.warning("pid %d: cannot kill its process group: %s", proc.pid, exc)
     if proc.returncode is None:
         proc.wait()
     if cgroup is not None:

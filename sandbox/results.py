@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from sandbox.names import KillReason
+
 
 @dataclass
 class ExecResult:
@@ -15,8 +17,8 @@ class ExecResult:
     timed_out: bool = False
     duration_ms: float = 0.0
     startup_ms: float = 0.0
-    # Which limit ended the command, if any: "wall", "output", "workspace".
-    killed_by: str | None = None
+    # Which limit ended the command, if any.
+    killed_by: KillReason | None = None
     stdout_bytes: int = 0
     stderr_bytes: int = 0
 

@@ -11,8 +11,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SYSTEM_DIRS = ("/usr", "/etc/alternatives", "/etc/ssl/certs", "/etc/ld.so.cache", "/etc/ld.so.conf",
-               "/etc/ld.so.conf.d", "/etc/localtime", "/etc/mime.types")
+SYSTEM_DIRS = (
+    "/usr",
+    "/etc/alternatives",
+    "/etc/ssl/certs",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/etc/mime.types",
+)
 # Debian's merged /usr: these are symlinks into /usr inside the sandbox.
 USR_SYMLINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"))
 

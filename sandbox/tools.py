@@ -99,7 +99,7 @@ def search(workspace: Path, pattern: str, rel: str = ".", regex: bool = False, m
                 continue
             data = path.read_bytes()
         except OSError:
-            continue
+            continue  # removed or made unreadable by the command: nothing to match in it
         if b"\x00" in data[:8192]:
             continue  # binary
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
@@ -122,7 +122,7 @@ def search_symbol(workspace: Path, name: str, max_results: int = 100) -> list[Ma
         try:
             tree = ast.parse(path.read_bytes())
         except (SyntaxError, ValueError, OSError, RecursionError):
-            continue
+            continue  # not parseable Python (often mid-edit): it defines nothing to find
         for qualname, node in _definitions(tree):
             if qualname == name or qualname.split(".")[-1] == name:
                 kind = "class" if isinstance(node, ast.ClassDef) else "def"

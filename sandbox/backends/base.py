@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sandbox.limits import Limits
+from sandbox.names import BackendName
 from sandbox.results import ExecResult
 
 WORKSPACE_MOUNT = "/workspace"
@@ -32,7 +33,7 @@ class SandboxError(RuntimeError):
 
 
 class Backend(ABC):
-    name: str
+    name: BackendName
 
     @abstractmethod
     def run(

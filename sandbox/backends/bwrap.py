@@ -2,37 +2,58 @@
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sandbox.backends.base import BASE_ENV, WORKSPACE_MOUNT, Backend, SandboxError
 from sandbox.limits import Limits
+from sandbox.names import BackendName
 from sandbox.process import run_process
 from sandbox.results import ExecResult
 from sandbox.runtime import Runtime, default_runtime
+
+logger = logging.getLogger(__name__)
 
 SANDBOX_UID = 65534  # "nobody" inside the namespace: no root, even a namespaced one
 
 
 class BwrapBackend(Backend):
-    name = "bwrap"
+    name = BackendName.BWRAP
 
     def __init__(self, runtime: Runtime | None = None, executable: str | None = None) -> None:
         found = executable or shutil.which("bwrap")
         if not found:
+            logger.error("bwrap backend: bubblewrap is not installed")
             raise SandboxError("bubblewrap (bwrap) is not installed: `apt-get install bubblewrap`, or run `make setup`")
         self.executable = found
         self.runtime = runtime or default_runtime()
 
     def argv(
-        self, argv: Sequence[str], workspace: Path, limits: Limits, env: Mapping[str, str],
-        extra_ro_binds: Sequence[tuple[Path, str]] = (), extra_rw_binds: Sequence[tuple[Path, str]] = (),
+        self,
+        argv: Sequence[str],
+        workspace: Path,
+        limits: Limits,
+        env: Mapping[str, str],
+        extra_ro_binds: Sequence[tuple[Path, str]] = (),
+        extra_rw_binds: Sequence[tuple[Path, str]] = (),
     ) -> list[str]:
         cmd = [
-            self.executable, "--unshare-all", "--die-with-parent", "--new-session",
-            "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
-            "--cap-drop", "ALL", "--json-status-fd", "{status_fd}",
+            self.executable,
+            "--unshare-all",
+            "--die-with-parent",
+            "--new-session",
+            "--uid",
+            str(SANDBOX_UID),
+            "--gid",
+            str(SANDBOX_UID),
+            "--hostname",
+            "sandbox",
+            "--cap-drop",
+            "ALL",
+            "--json-status-fd",
+            "{status_fd}",
         ]
         # The private /tmp comes first: a runtime that lives under the host's /tmp (a
         # checkout there, as CI may use) is then mounted on top of it, not hidden by it.
@@ -64,5 +85,6 @@ class BwrapBackend(Backend):
     ) -> ExecResult:
         cmd = self.argv(argv, workspace, limits, env or {}, extra_ro_binds, extra_rw_binds)
         # bwrap's own environment is empty too: nothing of the host's reaches the command.
-        return run_process(cmd, cwd=workspace, env={}, limits=limits, workspace=workspace, stdin=stdin,
-                           status_fd=True)
+        return run_process(
+            cmd, cwd=workspace, env={}, limits=limits, workspace=workspace, stdin=stdin, status_fd=True, name=self.name
+        )

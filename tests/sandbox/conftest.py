@@ -11,11 +11,20 @@ from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend
 from sandbox.backends.bwrap import BwrapBackend
 from sandbox.backends.docker import DockerBackend
+from sandbox.backends.local import LocalBackend
+from sandbox.names import BackendName
 from sandbox.podman import PodmanUnavailable, podman_service
 
 DEMO_TASK = Path(__file__).resolve().parents[2] / "demo" / "tasks" / "task_0001"
-SMALL = Limits(wall_seconds=20, pids=64, memory_mb=1024, workspace_mb=64, file_size_mb=16,
-               output_bytes=8 * 1024, output_hard_bytes=4 * 1024 * 1024)
+SMALL = Limits(
+    wall_seconds=20,
+    pids=64,
+    memory_mb=1024,
+    workspace_mb=64,
+    file_size_mb=16,
+    output_bytes=8 * 1024,
+    output_hard_bytes=4 * 1024 * 1024,
+)
 
 
 @pytest.fixture
@@ -32,9 +41,11 @@ def box(repo: Path) -> Iterator[Sandbox]:
         yield sandbox
 
 
-def backend_for(name: str, request: pytest.FixtureRequest) -> Backend:
-    if name == "bwrap":
+def backend_for(name: BackendName, request: pytest.FixtureRequest) -> Backend:
+    if name == BackendName.BWRAP:
         return BwrapBackend()
+    if name == BackendName.LOCAL:
+        return LocalBackend(allow_unsafe=True)
     return request.getfixturevalue("docker_backend")  # type: ignore[no-any-return]
 
 

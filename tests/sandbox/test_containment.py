@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from sandbox import Limits, Sandbox
+from sandbox.names import ISOLATING_BACKENDS, BackendName
 from tests.sandbox.conftest import SMALL, backend_for
 from tests.sandbox.test_lifecycle import processes_with
 
 REPO_VAR = Path(__file__).resolve().parents[2] / "var"
-BACKENDS = ["bwrap", "docker"]
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=ISOLATING_BACKENDS)
 def contained(request: pytest.FixtureRequest, repo: Path) -> Iterator[Sandbox]:
     with Sandbox(repo, backend_for(request.param, request), limits=SMALL) as box:
         yield box
@@ -93,7 +93,11 @@ def test_the_network_is_unreachable_even_on_host_loopback(contained: Sandbox) ->
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     result = contained.exec(
-        ["python", "-c", f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')"],
+        [
+            "python",
+            "-c",
+            f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3); print('CONNECTED')",
+        ],
         timeout=20,
     )
     server.close()
@@ -137,7 +141,7 @@ def test_a_background_process_is_gone_when_the_command_returns(contained: Sandbo
 
 def test_the_limits_are_reported_in_the_result(repo: Path) -> None:
     tight = Limits(wall_seconds=1, output_bytes=100)
-    with Sandbox(repo, "bwrap", limits=tight) as box:
+    with Sandbox(repo, BackendName.BWRAP, limits=tight) as box:
         result = box.exec("seq 1 100000")
     assert result.truncated and result.stdout_bytes > 100 and len(result.stdout.encode()) < 200
     assert shutil.which("bwrap")
@@ -147,7 +151,7 @@ def test_without_a_tmpfs_quota_the_workspace_limit_is_still_enforced_by_polling(
     repo: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CRUCIBLE_SANDBOX_TMPFS", "0")
-    with Sandbox(repo, "bwrap", limits=SMALL) as box:
+    with Sandbox(repo, BackendName.BWRAP, limits=SMALL) as box:
         assert not box.workspace_quota
         result = box.exec("i=0; while :; do head -c 10000000 /dev/zero > f$i; i=$((i+1)); done", timeout=60)
         assert result.killed_by == "workspace"

@@ -28,8 +28,17 @@ from sandbox.limits import Limits
 from tests.sandbox.test_lifecycle import processes_with
 
 REPO = Path(__file__).resolve().parents[2]
-SMALL = Limits(wall_seconds=20, cpu_seconds=20, memory_mb=256, pids=64, file_size_mb=16, open_files=256,
-               output_bytes=8 * 1024, output_hard_bytes=4 * 1024 * 1024, workspace_mb=64)
+SMALL = Limits(
+    wall_seconds=20,
+    cpu_seconds=20,
+    memory_mb=256,
+    pids=64,
+    file_size_mb=16,
+    open_files=256,
+    output_bytes=8 * 1024,
+    output_hard_bytes=4 * 1024 * 1024,
+    workspace_mb=64,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -91,15 +100,17 @@ def test_it_reports_the_commands_exit_code(docker_backend: DockerBackend, worksp
 
 
 def test_it_runs_the_runtime_python_with_pytest(docker_backend: DockerBackend, workspace: Path) -> None:
-    result = docker_backend.run(["python", "-c", "import pytest, sys; print(pytest.__name__, sys.prefix)"],
-                                workspace, SMALL)
+    result = docker_backend.run(
+        ["python", "-c", "import pytest, sys; print(pytest.__name__, sys.prefix)"], workspace, SMALL
+    )
     assert result.exit_code == 0, result.stderr
     assert result.stdout.split() == ["pytest", sys.prefix]
 
 
 def test_it_runs_as_nobody_with_no_capabilities(docker_backend: DockerBackend, workspace: Path) -> None:
-    result = docker_backend.run(["sh", "-c", "id -u; id -g; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status"],
-                                workspace, SMALL)
+    result = docker_backend.run(
+        ["sh", "-c", "id -u; id -g; grep -E '^(CapEff|CapPrm|NoNewPrivs)' /proc/self/status"], workspace, SMALL
+    )
     lines = result.stdout.split("\n")
     assert lines[:2] == ["65534", "65534"]
     assert "CapEff:\t0000000000000000" in lines and "CapPrm:\t0000000000000000" in lines
@@ -129,7 +140,8 @@ def test_it_feeds_stdin_to_the_command(docker_backend: DockerBackend, workspace:
 def test_it_makes_workspace_writes_visible_on_the_host(docker_backend: DockerBackend, workspace: Path) -> None:
     result = docker_backend.run(
         ["sh", "-c", "pwd; cat hello.txt; echo changed >> hello.txt; mkdir -p out && echo new > out/made.txt"],
-        workspace, SMALL,
+        workspace,
+        SMALL,
     )
     assert result.exit_code == 0, result.stderr
     assert result.stdout == "/workspace\nhello from the host\n"
@@ -146,8 +158,15 @@ def test_it_mounts_extra_read_only_and_read_write_binds(
     reports = tmp_path / "reports"
     reports.mkdir()
     result = docker_backend.run(
-        ["sh", "-c", "cat /data/data.txt; echo; echo x > /data/new 2>/dev/null || echo ro; echo report > /run/r/out.xml"],
-        workspace, SMALL, extra_ro_binds=[(shared, "/data")], extra_rw_binds=[(reports, "/run/r")],
+        [
+            "sh",
+            "-c",
+            "cat /data/data.txt; echo; echo x > /data/new 2>/dev/null || echo ro; echo report > /run/r/out.xml",
+        ],
+        workspace,
+        SMALL,
+        extra_ro_binds=[(shared, "/data")],
+        extra_rw_binds=[(reports, "/run/r")],
     )
     assert result.stdout == "read me\nro\n" and result.exit_code == 0
     assert not (shared / "new").exists() and (reports / "out.xml").read_text() == "report\n"
@@ -163,8 +182,9 @@ def test_it_kills_a_command_at_the_wall_timeout(docker_backend: DockerBackend, w
 
 
 def test_it_still_times_out_a_command_that_closed_its_output(docker_backend: DockerBackend, workspace: Path) -> None:
-    result = docker_backend.run(["sh", "-c", "echo bye; exec >&- 2>&-; sleep 876507"], workspace,
-                                Limits(wall_seconds=1.5))
+    result = docker_backend.run(
+        ["sh", "-c", "echo bye; exec >&- 2>&-; sleep 876507"], workspace, Limits(wall_seconds=1.5)
+    )
     assert result.stdout == "bye\n" and result.killed_by == "wall" and result.exit_code is None
     assert processes_with("sleep 876507") == []
     quiet = docker_backend.run(["sh", "-c", "exec >&- 2>&-; sleep 0.5; exit 4"], workspace, SMALL)
@@ -255,7 +275,10 @@ def test_it_caps_each_sandbox_separately_so_one_cannot_starve_another(
     docker_backend: DockerBackend, tmp_path: Path
 ) -> None:
     # All sandboxes run as uid 65534; a per-uid cap (RLIMIT_NPROC) would be shared by them.
-    hog = "import os, time\nfor _ in range(50):\n    os.fork() or (time.sleep(6), os._exit(0))\ntime.sleep(6)\nprint('hog held 50')"
+    hog = (
+        "import os, time\nfor _ in range(50):\n    os.fork() or (time.sleep(6), os._exit(0))\n"
+        "time.sleep(6)\nprint('hog held 50')"
+    )
     results: dict[str, str] = {}
 
     def run_in(name: str, script: str) -> None:
@@ -273,8 +296,11 @@ def test_it_caps_each_sandbox_separately_so_one_cannot_starve_another(
 
 
 def test_it_contains_a_shell_fork_bomb(docker_backend: DockerBackend, workspace: Path) -> None:
-    result = docker_backend.run(["bash", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3"], workspace,
-                                Limits(**{**SMALL.__dict__, "wall_seconds": 8}))
+    result = docker_backend.run(
+        ["bash", "-c", "bomb() { bomb | bomb & }; bomb; sleep 3"],
+        workspace,
+        Limits(**{**SMALL.__dict__, "wall_seconds": 8}),
+    )
     assert "Resource temporarily unavailable" in result.stderr or result.timed_out
     assert sandbox_user_processes() == [] and host_still_works()
 
@@ -288,14 +314,19 @@ def test_it_kills_a_memory_hog_at_the_memory_limit(docker_backend: DockerBackend
 
 
 def test_it_kills_a_cpu_hog_at_the_cpu_time_limit(docker_backend: DockerBackend, workspace: Path) -> None:
-    result = docker_backend.run(["python", "-c", "while True: pass"], workspace,
-                                Limits(**{**SMALL.__dict__, "cpu_seconds": 1, "wall_seconds": 20}))
+    result = docker_backend.run(
+        ["python", "-c", "while True: pass"],
+        workspace,
+        Limits(**{**SMALL.__dict__, "cpu_seconds": 1, "wall_seconds": 20}),
+    )
     assert result.exit_code == 128 + signal.SIGKILL and not result.timed_out
     assert result.duration_ms < 10_000 and host_still_works()
 
 
 def test_it_kills_an_infinite_loop_at_the_wall_timeout(docker_backend: DockerBackend, workspace: Path) -> None:
-    result = docker_backend.run(["python", "-c", "while True: pass"], workspace, Limits(**{**SMALL.__dict__, "wall_seconds": 2}))
+    result = docker_backend.run(
+        ["python", "-c", "while True: pass"], workspace, Limits(**{**SMALL.__dict__, "wall_seconds": 2})
+    )
     assert result.timed_out and result.killed_by == "wall" and result.exit_code is None
     assert result.duration_ms < 8000 and host_still_works()
 
@@ -362,7 +393,9 @@ def _host_address() -> str:
         probe.close()
 
 
-def test_it_hides_host_secrets_outside_the_workspace(docker_backend: DockerBackend, workspace: Path, tmp_path: Path) -> None:
+def test_it_hides_host_secrets_outside_the_workspace(
+    docker_backend: DockerBackend, workspace: Path, tmp_path: Path
+) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("AKIA-HOST-SECRET")
     var = REPO / "var"
@@ -380,13 +413,22 @@ def test_it_hides_host_secrets_outside_the_workspace(docker_backend: DockerBacke
         planted.unlink()
 
 
-def test_it_refuses_writes_outside_the_workspace(docker_backend: DockerBackend, workspace: Path, tmp_path: Path) -> None:
+def test_it_refuses_writes_outside_the_workspace(
+    docker_backend: DockerBackend, workspace: Path, tmp_path: Path
+) -> None:
     escape = tmp_path / "escape.txt"
-    targets = [escape, Path("/usr/evil"), Path("/etc/evil"), Path("/evil"), Path(sys.prefix) / "evil",
-               Path(sys.base_prefix) / "evil"]
+    targets = [
+        escape,
+        Path("/usr/evil"),
+        Path("/etc/evil"),
+        Path("/evil"),
+        Path(sys.prefix) / "evil",
+        Path(sys.base_prefix) / "evil",
+    ]
     script = "; ".join(f"echo x > {t} 2>/dev/null && echo WROTE {t}" for t in targets)
-    result = docker_backend.run(["sh", "-c", f"{script}; echo ok > /tmp/crucible-private; cat /tmp/crucible-private"],
-                                workspace, SMALL)
+    result = docker_backend.run(
+        ["sh", "-c", f"{script}; echo ok > /tmp/crucible-private; cat /tmp/crucible-private"], workspace, SMALL
+    )
     assert "WROTE" not in result.stdout and result.stdout == "ok\n"
     assert not any(t.exists() for t in targets)
     assert not Path("/tmp/crucible-private").exists()  # the container's /tmp is its own

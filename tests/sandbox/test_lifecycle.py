@@ -61,8 +61,9 @@ def test_killing_the_parent_kills_the_sandbox_and_the_next_start_reaps_its_dir(r
         print(box.root, flush=True)
         box.exec("sleep 876502", timeout=600)
     """)
-    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                              cwd=Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2]
+    )
     assert parent.stdout is not None
     root = Path(parent.stdout.readline().strip())
     deadline = time.monotonic() + 10

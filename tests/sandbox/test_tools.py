@@ -51,7 +51,9 @@ def test_symlinks_pointing_out_of_the_workspace_are_refused(box: Sandbox, tmp_pa
 
 def test_search_finds_text_and_symbols(box: Sandbox) -> None:
     hits = box.search("def parse_config")
-    assert [(h.path, h.text) for h in hits] == [("configkit/config.py", "def parse_config(text: str) -> dict[str, Any]:")]
+    assert [(h.path, h.text) for h in hits] == [
+        ("configkit/config.py", "def parse_config(text: str) -> dict[str, Any]:")
+    ]
     assert str(hits[0]) == f"configkit/config.py:{hits[0].line}: def parse_config(text: str) -> dict[str, Any]:"
     symbols = box.search_symbol("parse_config")
     assert any(s.path == "configkit/config.py" and s.text == "def parse_config" for s in symbols)
@@ -71,7 +73,10 @@ def test_diff_shows_edits_new_deleted_binary_and_mode_changes(box: Sandbox) -> N
     (box.workspace / "configkit" / "__pycache__").mkdir(exist_ok=True)
     (box.workspace / "configkit" / "__pycache__" / "x.pyc").write_bytes(b"\x00cache")
     patch = box.diff()
-    assert "diff --git a/configkit/config.py b/configkit/config.py" in patch and "+def parse_config(text: str)  # edited" in patch
+    assert (
+        "diff --git a/configkit/config.py b/configkit/config.py" in patch
+        and "+def parse_config(text: str)  # edited" in patch
+    )
     assert "new file mode 100644" in patch and "+++ b/NEW.md" in patch
     assert "deleted file mode" in patch and "--- a/README.md" in patch
     assert "GIT binary patch" in patch
@@ -82,8 +87,12 @@ def test_diff_shows_edits_new_deleted_binary_and_mode_changes(box: Sandbox) -> N
 def test_the_expected_patch_applies_and_diff_reproduces_it(box: Sandbox) -> None:
     expected = (DEMO_TASK / "expected_patch").read_text()
     assert box.apply_patch(expected) == "patch applied to 1 file(s): configkit/config.py"
-    replay = subprocess.run(["git", "apply", "--check", "-"], input=box.diff().encode(), cwd=DEMO_TASK / "repo_snapshot",
-                            capture_output=True)
+    replay = subprocess.run(
+        ["git", "apply", "--check", "-"],
+        input=box.diff().encode(),
+        cwd=DEMO_TASK / "repo_snapshot",
+        capture_output=True,
+    )
     assert replay.returncode == 0, replay.stderr
     with pytest.raises(ToolError, match="git apply failed"):
         box.apply_patch(expected)  # already applied
@@ -92,7 +101,10 @@ def test_the_expected_patch_applies_and_diff_reproduces_it(box: Sandbox) -> None
 
 
 def test_a_patch_cannot_write_outside_the_workspace(box: Sandbox, tmp_path: Path) -> None:
-    evil = "diff --git a/../evil.txt b/../evil.txt\nnew file mode 100644\n--- /dev/null\n+++ b/../evil.txt\n@@ -0,0 +1 @@\n+pwned\n"
+    evil = (
+        "diff --git a/../evil.txt b/../evil.txt\nnew file mode 100644\n"
+        "--- /dev/null\n+++ b/../evil.txt\n@@ -0,0 +1 @@\n+pwned\n"
+    )
     with pytest.raises(ToolError):
         box.apply_patch(evil)
     assert not (box.root / "evil.txt").exists()
