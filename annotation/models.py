@@ -1,9 +1,14 @@
+"""Reviewers' judgements: labels on steps and marks on trajectories."""
+
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
 
 from trajectories.models import Step, Trajectory
+
+# One bound on reviewer free text, for the service and the forms alike.
+MAX_COMMENT = 5000
 
 
 class StepLabel(models.Model):
@@ -19,7 +24,7 @@ class StepLabel(models.Model):
     step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="labels")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="step_labels")
     label = models.CharField(max_length=32, choices=Label.choices)
-    comment = models.TextField(blank=True, max_length=5000)
+    comment = models.TextField(blank=True, max_length=MAX_COMMENT)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -34,7 +39,7 @@ class ReviewMark(models.Model):
 
     trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="review_marks")
     author = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="review_marks")
-    note = models.TextField(blank=True, max_length=5000)
+    note = models.TextField(blank=True, max_length=MAX_COMMENT)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from annotation.models import ReviewMark, StepLabel
+from annotation.models import MAX_COMMENT, ReviewMark, StepLabel
 from trajectories.models import Step, Trajectory
 
-MAX_COMMENT = 5000
+logger = logging.getLogger(__name__)
 
 
 class AnnotationError(ValueError):
@@ -21,11 +23,15 @@ def label_step(author: User, step: Step, label: str, comment: str = "") -> StepL
         raise AnnotationError(f"label must be one of {', '.join(StepLabel.Label.values)}")
     if len(comment) > MAX_COMMENT:
         raise AnnotationError(f"a comment is at most {MAX_COMMENT} characters")
-    return StepLabel.objects.create(step=step, author=author, label=label, comment=comment.strip())
+    step_label = StepLabel.objects.create(step=step, author=author, label=label, comment=comment.strip())
+    logger.info("step %d of trajectory %s labelled %s by user %s", step.step, step.trajectory_id, label, author.pk)
+    return step_label
 
 
 @transaction.atomic
 def mark_for_review(author: User, trajectory: Trajectory, note: str = "") -> ReviewMark:
     if len(note) > MAX_COMMENT:
         raise AnnotationError(f"a note is at most {MAX_COMMENT} characters")
-    return ReviewMark.objects.create(trajectory=trajectory, author=author, note=note.strip())
+    mark = ReviewMark.objects.create(trajectory=trajectory, author=author, note=note.strip())
+    logger.info("trajectory %s marked for review by user %s", trajectory.trajectory_id, author.pk)
+    return mark

@@ -1,6 +1,11 @@
 from __future__ import annotations
 
-from django.urls import path  # noqa: F401  (filled in as views move here)
+from django.urls import URLPattern, path
+
+from annotation import views
 
 app_name = "annotation"
-urlpatterns: list = []
+urlpatterns: list[URLPattern] = [
+    path("trajectories/<uuid:trajectory_id>/steps/<int:number>/labels/", views.add_step_label, name="step-label"),
+    path("trajectories/<uuid:trajectory_id>/review/", views.add_review_mark, name="review-mark"),
+]

@@ -1,21 +1,25 @@
+"""Pages that record reviewers' step labels and review marks; htmx swaps the partials they render."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import User
+from django.db.models import prefetch_related_objects
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from annotation.models import ReviewMark, StepLabel
+from annotation.queries import labels_prefetch, review_marks
 from annotation.services import AnnotationError, label_step, mark_for_review
-from trajectories.models import Step, Trajectory
 from core.permissions import role_required
+from trajectories.models import Step, Trajectory
 
 
 @require_POST
 @role_required()
 def add_step_label(request: HttpRequest, trajectory_id: str, number: int) -> HttpResponse:
-    step = get_object_or_404(Step.objects.select_related("trajectory"), trajectory__trajectory_id=trajectory_id,
-                             step=number)
+    step = get_object_or_404(
+        Step.objects.select_related("trajectory"), trajectory__trajectory_id=trajectory_id, step=number
+    )
     assert isinstance(request.user, User)
     status = 200
     error = ""
@@ -23,9 +27,10 @@ def add_step_label(request: HttpRequest, trajectory_id: str, number: int) -> Htt
         label_step(request.user, step, request.POST.get("label", ""), request.POST.get("comment", ""))
     except AnnotationError as exc:
         error, status = str(exc), 400
-    labels = StepLabel.objects.filter(step=step).select_related("author")
-    return render(request, "annotation/_step_labels.html", {"s": step, "labels": labels, "error": error,
-                                                            "t": step.trajectory}, status=status)
+    prefetch_related_objects([step], labels_prefetch())
+    return render(
+        request, "annotation/_step_labels.html", {"s": step, "error": error, "t": step.trajectory}, status=status
+    )
 
 
 @require_POST
@@ -37,5 +42,4 @@ def add_review_mark(request: HttpRequest, trajectory_id: str) -> HttpResponse:
         mark_for_review(request.user, trajectory, request.POST.get("note", ""))
     except AnnotationError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
-    marks = ReviewMark.objects.filter(trajectory=trajectory).select_related("author")
-    return render(request, "annotation/_review_marks.html", {"marks": marks, "t": trajectory})
+    return render(request, "annotation/_review_marks.html", {"review_marks": review_marks(trajectory), "t": trajectory})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -20,14 +21,14 @@ def group_name(kind: LiveGroup, ident: object) -> str:
     return f"{kind}-{ident}"
 
 
-def publish(group: str, event: dict[str, Any]) -> None:
+def publish(group: str, event: Mapping[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     async_to_sync(layer.group_send)(group, {"type": "live.event", "group": group, "event": event})
 
 
-def publish_on_commit(group: str, event: dict[str, Any]) -> None:
+def publish_on_commit(group: str, event: Mapping[str, Any]) -> None:
     # A browser that hears about a step before its row is visible would fetch
     # nothing, so nothing reaches the channel layer until the commit.
     transaction.on_commit(lambda: publish(group, event))

@@ -13,7 +13,9 @@ from rest_framework.permissions import BasePermission
 from core.roles import REVIEWER, has_role
 
 
-def role_required(minimum: str = REVIEWER) -> Callable[[Callable[..., HttpResponseBase]], Callable[..., HttpResponseBase]]:
+def role_required(
+    minimum: str = REVIEWER,
+) -> Callable[[Callable[..., HttpResponseBase]], Callable[..., HttpResponseBase]]:
     """Page decorator: anonymous users go to the login page, outsiders get 403."""
 
     def decorator(view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:

@@ -12,8 +12,22 @@ from enum import StrEnum
 from sandbox.names import DEFAULT_BACKEND, ISOLATING_BACKENDS, BackendName
 
 __all__ = [
-    "DEFAULT_BACKEND", "ISOLATING_BACKENDS", "LAUNCHABLE_POLICIES", "ActionType", "BackendName", "JobQueue", "LiveGroup", "PolicyKind", "RunStatus",
-    "Split", "TaskSource", "Termination", "TrajectorySource", "TrajectoryStatus", "ValidationStatus", "choices",
+    "DEFAULT_BACKEND",
+    "ISOLATING_BACKENDS",
+    "LAUNCHABLE_POLICIES",
+    "ActionType",
+    "BackendName",
+    "JobQueue",
+    "LiveGroup",
+    "PolicyKind",
+    "RunStatus",
+    "Split",
+    "TaskSource",
+    "Termination",
+    "TrajectorySource",
+    "TrajectoryStatus",
+    "ValidationStatus",
+    "choices",
     "values",
 ]
 

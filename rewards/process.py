@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.vocabulary import ActionType
 from rewards.anticheat import Flag
 from rewards.spec import RewardSpec
 
@@ -21,7 +22,10 @@ PASSED = re.compile(r"(\d+) passed\b")
 LINT_FOUND = re.compile(r"Found (\d+) errors?")
 LINT_LINE = re.compile(r"^\S+:\d+:\d+: [A-Z]+\d+", re.MULTILINE)
 LINTERS = ("ruff", "flake8", "pylint", "pyflakes", "pycodestyle", "mypy")
-CHANGES_WORKSPACE = frozenset({"write_file", "edit_file"})
+CHANGES_WORKSPACE = frozenset({ActionType.WRITE_FILE, ActionType.EDIT_FILE})
+RUNS_CODE = frozenset({ActionType.RUN_COMMAND, ActionType.RUN_TESTS})
+# Actions whose observation only repeats when nothing changed: seeing the same again earns nothing.
+LOOKS = frozenset({*RUNS_CODE, ActionType.READ_FILE, ActionType.SEARCH})
 RUNS_TESTS = re.compile(r"\bpytest\b|\bunittest\b|\btox\b")
 REPEATED_RUNS_FLAG_AT = 3
 
@@ -46,8 +50,9 @@ def _command(step: dict[str, Any]) -> str:
 
 
 def _is_test_run(step: dict[str, Any]) -> bool:
-    return step.get("action_type") == "run_tests" or (
-        step.get("action_type") == "run_command" and bool(RUNS_TESTS.search(_command(step))))
+    return step.get("action_type") == ActionType.RUN_TESTS or (
+        step.get("action_type") == ActionType.RUN_COMMAND and bool(RUNS_TESTS.search(_command(step)))
+    )
 
 
 def _failing(observation: str) -> int | None:
@@ -83,7 +88,7 @@ def process_rewards(steps: list[dict[str, Any]], spec: RewardSpec) -> tuple[list
         observation = step.get("observation") or ""
         command = f"{action}:{_command(step)}"
         parts: dict[str, float] = {}
-        runs_code = action in ("run_command", "run_tests")
+        runs_code = action in RUNS_CODE
 
         if action in CHANGES_WORKSPACE:
             since_change = 0
@@ -113,9 +118,14 @@ def process_rewards(steps: list[dict[str, Any]], spec: RewardSpec) -> tuple[list
                     parts["failing_up"] = weights["failing_up"]
                 state.failing = failing
             if test_runs_without_change == REPEATED_RUNS_FLAG_AT:
-                flags.append(Flag("repeated_final_test_runs",
-                                  f"tests run {REPEATED_RUNS_FLAG_AT} times with no change in between", step=number))
-        if runs_code or action in ("read_file", "search"):
+                flags.append(
+                    Flag(
+                        "repeated_final_test_runs",
+                        f"tests run {REPEATED_RUNS_FLAG_AT} times with no change in between",
+                        step=number,
+                    )
+                )
+        if action in LOOKS:
             if last_seen.get(command) == observation:
                 parts["repeated_command"] = weights["repeated_command"]
             last_seen[command] = observation

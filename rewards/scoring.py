@@ -9,16 +9,43 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
+from core.vocabulary import DEFAULT_BACKEND, Termination
+from patches import PatchError, parse
 from rewards.anticheat import Flag, scan_equality, scan_patch
-from rewards.diffs import Classified, DiffError, classify, split_patch
+from rewards.diffs import Classified, classify
 from rewards.spec import RewardSpec
 from sandbox import Limits, Sandbox, ToolError
 from sandbox.backends.base import Backend
-from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
 from tasks.spec import TaskSpec, copy_hidden_tests
+
+# Endings other than a submit: the agent gave up or was stopped, which the outcome penalises.
+EARLY_TERMINATIONS = frozenset({Termination.MAX_STEPS, Termination.TIMEOUT, Termination.ERROR})
+
+
+class PassedOfTotal(TypedDict):
+    passed: int
+    total: int
+
+
+class OutcomeCounts(TypedDict):
+    fail_to_pass: PassedOfTotal
+    pass_to_pass: PassedOfTotal
+
+
+class ScoreJson(TypedDict):
+    """The object `score_patch --json` prints (DESIGN.md CLI contract)."""
+
+    task_id: str
+    reward: float
+    resolved: bool
+    pass_rate: float
+    tests: OutcomeCounts
+    flags: list[dict[str, Any]]  # Flag.to_json()
+    breakdown: dict[str, Any]
+    spec_version: str
 
 
 @dataclass
@@ -35,13 +62,19 @@ class Score:
     breakdown: dict[str, Any] = field(default_factory=dict)
     spec_version: str = ""
 
-    def to_json(self) -> dict[str, Any]:
-        """The object `score_patch --json` prints (DESIGN.md CLI contract)."""
+    def to_json(self) -> ScoreJson:
         return {
-            "task_id": self.task_id, "reward": self.reward, "resolved": self.resolved, "pass_rate": self.pass_rate,
-            "tests": {"fail_to_pass": {"passed": self.f2p_passed, "total": self.f2p_total},
-                      "pass_to_pass": {"passed": self.p2p_passed, "total": self.p2p_total}},
-            "flags": [f.to_json() for f in self.flags], "breakdown": self.breakdown, "spec_version": self.spec_version,
+            "task_id": self.task_id,
+            "reward": self.reward,
+            "resolved": self.resolved,
+            "pass_rate": self.pass_rate,
+            "tests": {
+                "fail_to_pass": {"passed": self.f2p_passed, "total": self.f2p_total},
+                "pass_to_pass": {"passed": self.p2p_passed, "total": self.p2p_total},
+            },
+            "flags": [f.to_json() for f in self.flags],
+            "breakdown": self.breakdown,
+            "spec_version": self.spec_version,
         }
 
 
@@ -75,19 +108,22 @@ def score_patch(
     patch: str,
     spec: RewardSpec,
     backend: Backend | str = DEFAULT_BACKEND,
-    termination: str = "submitted",
+    termination: str = Termination.SUBMITTED,
     limits: Limits | None = None,
 ) -> Score:
     flags: list[Flag] = []
     breakdown: dict[str, Any] = {}
     try:
-        classified = classify(split_patch(patch), task.tests_dest, _base_files(task.base_dir))
-    except DiffError as exc:
+        classified = classify(parse(patch, recount=True), task.tests_dest, _base_files(task.base_dir))
+    except PatchError as exc:
         classified = Classified()
         flags.append(Flag("patch_does_not_apply", f"unreadable diff: {exc}"))
     flags += _protection_flags(classified)
-    breakdown["files"] = {"kept": [p.path for p in classified.kept], "new_tests_set_aside": [p.path for p in classified.new_tests],
-                          "protected_set_aside": [p.path for p, _ in classified.protected]}
+    breakdown["files"] = {
+        "kept": [p.path for p in classified.kept],
+        "new_tests_set_aside": [p.path for p in classified.new_tests],
+        "protected_set_aside": [p.path for p, _ in classified.protected],
+    }
     flags += scan_patch(classified.kept)
 
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
@@ -103,8 +139,9 @@ def score_patch(
     return _reward(task, spec, report, flags, breakdown, termination)
 
 
-def _reward(task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: dict[str, Any],
-            termination: str) -> Score:
+def _reward(
+    task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: dict[str, Any], termination: str
+) -> Score:
     if report.exec.timed_out:
         # A timeout explains a missing or partial report; it is its own finding.
         flags.append(Flag("timeout", f"the test run passed its {task.timeout_seconds} s limit"))
@@ -125,7 +162,7 @@ def _reward(task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Fl
     else:
         reward = pass_rate * outcome["lambda_success"]
     breakdown["outcome"] = reward
-    if termination in ("max_steps", "timeout", "error"):
+    if termination in EARLY_TERMINATIONS:
         reward += outcome["early_termination_penalty"]
         breakdown["early_termination"] = outcome["early_termination_penalty"]
     policies_hit = []
@@ -140,5 +177,16 @@ def _reward(task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Fl
     breakdown["tests"] = {t: report.outcome(t) for t in (*task.fail_to_pass, *task.pass_to_pass)}
     breakdown["duration_ms"] = report.exec.duration_ms
     resolved = valid and reward >= 1.0 and f2p == f2p_total and p2p == p2p_total and f2p_total > 0
-    return Score(task.task_id, round(reward, 6), resolved, round(pass_rate, 6), f2p, f2p_total, p2p, p2p_total,
-                 flags, breakdown, spec.version)
+    return Score(
+        task.task_id,
+        round(reward, 6),
+        resolved,
+        round(pass_rate, 6),
+        f2p,
+        f2p_total,
+        p2p,
+        p2p_total,
+        flags,
+        breakdown,
+        spec.version,
+    )

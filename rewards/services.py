@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from pathlib import Path
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from core.vocabulary import ActionType, Termination
 from rewards.anticheat import scan_commands
 from rewards.models import Reward, RewardSanity
 from rewards.process import process_rewards
@@ -16,57 +20,98 @@ from tasks.models import Task
 from tasks.services import task_spec_for
 from trajectories.models import Step, Trajectory
 
+logger = logging.getLogger(__name__)
+
 
 class RewardError(ValueError):
     pass
 
 
-def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend: str = "bwrap") -> Reward:
+def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend: str | None = None) -> Reward:
     """Score a trajectory's patch and steps once per spec version.
 
     The expensive part (running tests) happens outside any transaction; the write is
-    one transaction, and a concurrent scorer that got there first simply wins.
+    one transaction, and a concurrent scorer that got there first simply wins. The
+    sandbox is settings.CRUCIBLE_SANDBOX_BACKEND unless one is given.
     """
     spec = spec or load_spec()
+    backend = backend or settings.CRUCIBLE_SANDBOX_BACKEND
     trajectory = Trajectory.objects.select_related("task").get(trajectory_id=trajectory_id)
     existing = Reward.objects.filter(trajectory=trajectory, spec_version=spec.version).first()
     if existing is not None:
         return existing
     if trajectory.task is None:
         raise RewardError(f"trajectory {trajectory_id}: task {trajectory.task_ref!r} is not in this database")
+    started = time.monotonic()
     steps = list(trajectory.steps.order_by("step").values("id", "step", "action_type", "action_input", "observation"))
-    score = score_patch(task_spec_for(trajectory.task), trajectory.patch, spec, backend, trajectory.termination or "submitted")
+    score = score_patch(
+        task_spec_for(trajectory.task), trajectory.patch, spec, backend, trajectory.termination or Termination.SUBMITTED
+    )
     per_step, process_flags = process_rewards([dict(s) for s in steps], spec)
-    commands = [(s["step"], s["action_input"]) for s in steps
-                if s["action_type"] == "run_command" and isinstance(s["action_input"], str)]
+    commands = [
+        (s["step"], s["action_input"])
+        for s in steps
+        if s["action_type"] == ActionType.RUN_COMMAND and isinstance(s["action_input"], str)
+    ]
     flags = [f.to_json() for f in (*score.flags, *process_flags, *scan_commands(commands))]
     try:
         with transaction.atomic():
             reward = Reward.objects.create(
-                trajectory=trajectory, spec_version=spec.version, reward=score.reward, resolved=score.resolved,
-                pass_rate=score.pass_rate, tests=score.to_json()["tests"], flags=flags, breakdown=score.breakdown,
+                trajectory=trajectory,
+                spec_version=spec.version,
+                reward=score.reward,
+                resolved=score.resolved,
+                pass_rate=score.pass_rate,
+                tests=score.to_json()["tests"],
+                flags=flags,
+                breakdown=score.breakdown,
                 process=[{"step": r.step, "reward": r.reward, "breakdown": r.breakdown} for r in per_step],
             )
             by_number = {s["step"]: s["id"] for s in steps}
-            updates = [Step(id=by_number[r.step], reward=r.reward, reward_breakdown={**r.breakdown, "spec": spec.version})
-                       for r in per_step if r.step in by_number]
+            updates = [
+                Step(id=by_number[r.step], reward=r.reward, reward_breakdown={**r.breakdown, "spec": spec.version})
+                for r in per_step
+                if r.step in by_number
+            ]
             Step.objects.bulk_update(updates, ["reward", "reward_breakdown"], batch_size=1000)
             trajectory.final_reward, trajectory.success, trajectory.flags = score.reward, score.resolved, flags
             trajectory.save(update_fields=["final_reward", "success", "flags"])
     except IntegrityError:
+        logger.info(
+            "trajectory %s was scored under %s by another scorer first; keeping that reward",
+            trajectory_id,
+            spec.version,
+        )
         return Reward.objects.get(trajectory=trajectory, spec_version=spec.version)
+    logger.info(
+        "trajectory %s scored under %s in %s in %.1f s: reward %s, %s, flags: %s",
+        trajectory_id,
+        spec.version,
+        backend,
+        time.monotonic() - started,
+        reward.reward,
+        "resolved" if reward.resolved else "not resolved",
+        ", ".join(sorted({str(f.get("detector")) for f in flags})) or "none",
+    )
     return reward
 
 
-def check_reward_sanity(task: Task, spec: RewardSpec | None = None, backend: str = "bwrap") -> RewardSanity:
+def check_reward_sanity(task: Task, spec: RewardSpec | None = None, backend: str | None = None) -> RewardSanity:
     spec = spec or load_spec()
+    backend = backend or settings.CRUCIBLE_SANDBOX_BACKEND
     if not task.expected_patch.strip():
         raise RewardError(f"task {task.task_id} has no expected patch to check the reward against")
     result = check_task(task_spec_for(task), task.expected_patch, spec, backend)
     row, _ = RewardSanity.objects.update_or_create(
-        task=task, spec_version=spec.version,
-        defaults={"expected": result.expected, "empty": result.empty, "stubs": result.stubs, "gap": result.gap,
-                  "separates": result.separates},
+        task=task,
+        spec_version=spec.version,
+        defaults={
+            "expected": result.expected,
+            "empty": result.empty,
+            "stubs": result.stubs,
+            "gap": result.gap,
+            "separates": result.separates,
+        },
     )
     return row
 

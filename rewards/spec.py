@@ -13,8 +13,16 @@ import yaml
 DEFAULT_SPEC_PATH = Path(__file__).with_name("default_spec.yaml")
 POLICIES = ("zero", "negative", "review")
 DETECTORS = (
-    "protected_path_edit", "test_deletion", "test_framework_tampering", "eq_override", "argv_report_path",
-    "write_outside_repo", "git_history_mining", "repeated_final_test_runs", "timeout", "inconsistent_test_run",
+    "protected_path_edit",
+    "test_deletion",
+    "test_framework_tampering",
+    "eq_override",
+    "argv_report_path",
+    "write_outside_repo",
+    "git_history_mining",
+    "repeated_final_test_runs",
+    "timeout",
+    "inconsistent_test_run",
     "patch_does_not_apply",
 )
 
@@ -59,14 +67,22 @@ def parse_spec(data: Any) -> RewardSpec:
         if not isinstance(given, dict):
             raise SpecError(f"{section} must be a mapping")
         merged[section] = {**defaults[section], **given}
-    merged["anticheat"]["policies"] = {**defaults["anticheat"]["policies"], **data.get("anticheat", {}).get("policies", {})}
+    merged["anticheat"]["policies"] = {
+        **defaults["anticheat"]["policies"],
+        **data.get("anticheat", {}).get("policies", {}),
+    }
     name = merged.get("name")
     if not isinstance(name, str) or not name:
         raise SpecError("name must be a non-empty string")
     outcome = {k: _number(merged["outcome"], k, "outcome") for k in defaults["outcome"]}
     process: dict[str, Any] = {k: _number(merged["process"], k, "process") for k in defaults["process"] if k != "clip"}
     clip = merged["process"].get("clip")
-    if not (isinstance(clip, list) and len(clip) == 2 and all(isinstance(c, int | float) for c in clip) and clip[0] < clip[1]):
+    if not (
+        isinstance(clip, list)
+        and len(clip) == 2
+        and all(isinstance(c, int | float) for c in clip)
+        and clip[0] < clip[1]
+    ):
         raise SpecError("process.clip must be [low, high] with low < high")
     process["clip"] = (float(clip[0]), float(clip[1]))
     process["no_change_steps"] = int(process["no_change_steps"])
@@ -76,9 +92,14 @@ def parse_spec(data: Any) -> RewardSpec:
             raise SpecError(f"anticheat.policies.{detector}: unknown detector (known: {', '.join(DETECTORS)})")
         if policy not in POLICIES:
             raise SpecError(f"anticheat.policies.{detector} must be one of {', '.join(POLICIES)}")
-    return RewardSpec(name=name, outcome=outcome, process=process,
-                      negative_value=_number(merged["anticheat"], "negative_value", "anticheat"),
-                      policies=dict(policies), raw=merged)
+    return RewardSpec(
+        name=name,
+        outcome=outcome,
+        process=process,
+        negative_value=_number(merged["anticheat"], "negative_value", "anticheat"),
+        policies=dict(policies),
+        raw=merged,
+    )
 
 
 def load_spec(path: Path | None = None) -> RewardSpec:

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
-from django.urls import path  # noqa: F401  (filled in as views move here)
+from django.urls import path
+
+from rewards import views
 
 app_name = "rewards"
-urlpatterns: list = []
+urlpatterns = [
+    path("trajectories/<uuid:trajectory_id>/rescore/", views.rescore, name="rescore"),
+]

@@ -69,12 +69,33 @@ def task_dir(tmp_path: Path) -> Path:
 
 def start_worker(queues: str) -> Iterator[subprocess.Popen[bytes]]:
     """A real Celery worker process on the test database and the tests' Redis database."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
-           "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"])}
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
+        "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"]),
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", queues, "--pool", "solo",
-         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "WARNING"],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "webapp",
+            "worker",
+            "-Q",
+            queues,
+            "--pool",
+            "solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--loglevel",
+            "WARNING",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     yield proc
     proc.terminate()

@@ -9,6 +9,5 @@ from trajectories.models import Step, Trajectory
 def db_state() -> dict[str, list[Any]]:
     """Every row of Crucible's data tables, for 'nothing changed' assertions."""
     return {
-        model.__name__: list(model.objects.order_by("pk").values())
-        for model in (TaskSuite, Task, Trajectory, Step)
+        model.__name__: list(model.objects.order_by("pk").values()) for model in (TaskSuite, Task, Trajectory, Step)
     }

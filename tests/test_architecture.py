@@ -18,7 +18,10 @@ PACKAGES = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importl
 def lint_imports(tree: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(tree / "pyproject.toml"), "--no-cache"],
-        cwd=tree, env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+        cwd=tree,
+        env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
         timeout=240,
     )
 
@@ -44,8 +47,11 @@ def test_the_project_keeps_its_layer_contract() -> None:
         # An upward import at module level.
         ("tasks/queries.py", "from rewards.models import Reward\n", "tasks is not allowed to import rewards"),
         # Hidden inside a function, where cycles used to be "broken".
-        ("trajectories/services.py", "def _late():\n    from annotation import models\n    return models\n",
-         "trajectories is not allowed to import annotation"),
+        (
+            "trajectories/services.py",
+            "def _late():\n    from annotation import models\n    return models\n",
+            "trajectories is not allowed to import annotation",
+        ),
         # The lowest layer reaching for the project.
         ("sandbox/core.py", "import core.roles\n", "sandbox is not allowed to import core"),
         # Django in a plain-Python module.

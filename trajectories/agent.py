@@ -6,6 +6,7 @@ drive it the same way, each with its own Recorder for where the steps go.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,18 +14,24 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from core.vocabulary import DEFAULT_BACKEND, ActionType, Termination
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
 from trajectories.policies.base import Message, Policy, PolicyError, ToolCall
+from trajectories.schema import AgentStep
 from trajectories.tools import TOOL_ACTION_TYPES, TOOLS, bound, run_tool
+
+logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = """You are a software engineer fixing a bug in a Python repository.
 You work through tools: read files, search, edit or write files, run commands and tests.
 Call exactly one tool per reply. When the repository is fixed, call submit.
 The repository is your current directory; there is no network."""
+# The error of an episode stopped because its batch was cancelled.
+CANCELLED = "cancelled"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AgentTask:
     task_id: str
     statement: str
@@ -38,12 +45,12 @@ class AgentTask:
 
 
 class Recorder(Protocol):
-    def step(self, record: dict[str, Any]) -> None: ...
+    def step(self, record: AgentStep) -> None: ...
 
 
 @dataclass
 class Episode:
-    termination: str  # submitted | max_steps | timeout | error
+    termination: Termination
     patch: str
     steps: int
     sandbox: dict[str, Any]
@@ -51,16 +58,26 @@ class Episode:
     sandbox_ms: float = 0.0
     policy_ms: float = 0.0
 
+    @property
+    def cancelled(self) -> bool:
+        return self.error == CANCELLED
+
 
 def prompt(task: AgentTask) -> list[Message]:
     return [Message("system", SYSTEM_PROMPT), Message("user", task.statement)]
 
 
-def run_episode(task: AgentTask, policy: Policy, recorder: Recorder, backend: Backend | str = "bwrap",
-                limits: Limits | None = None, should_stop: Callable[[], bool] = lambda: False) -> Episode:
+def run_episode(
+    task: AgentTask,
+    policy: Policy,
+    recorder: Recorder,
+    backend: Backend | str = DEFAULT_BACKEND,
+    limits: Limits | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Episode:
     messages = prompt(task)
     started = time.monotonic()
-    termination, error = "max_steps", ""
+    termination, error = Termination.MAX_STEPS, ""
     sandbox_ms = policy_ms = 0.0
     steps = 0
     with Sandbox(task.base_dir, backend, limits=limits) as box:
@@ -68,54 +85,85 @@ def run_episode(task: AgentTask, policy: Policy, recorder: Recorder, backend: Ba
         try:
             for number in range(1, task.max_steps + 1):
                 if should_stop():
-                    termination, error = "error", "cancelled"
+                    termination, error = Termination.ERROR, CANCELLED
                     break
                 if time.monotonic() - started > task.timeout_seconds:
-                    termination = "timeout"
+                    termination = Termination.TIMEOUT
                     break
                 output = policy.act(messages, TOOLS)
                 policy_ms += output.latency_ms
                 step_started = time.perf_counter()
-                record, call = _step(box, task, number, output.tool_call, output.thought, output.raw, output.error)
+                record, call, step_sandbox_ms = _step(
+                    box, task, number, output.tool_call, output.thought, output.raw, output.error
+                )
                 record["duration_ms"] = round((time.perf_counter() - step_started) * 1000 + output.latency_ms, 3)
                 record["policy_ms"] = round(output.latency_ms, 3)
-                sandbox_ms += record.pop("sandbox_ms")
+                sandbox_ms += step_sandbox_ms
                 recorder.step(record)
                 steps = number
                 messages += _conversation(call, output.thought, record["observation"], number)
-                if call is not None and call.name == "submit":
-                    termination = "submitted"
+                if record["action_type"] == ActionType.SUBMIT:
+                    termination = Termination.SUBMITTED
                     break
             patch = box.diff()
         except (PolicyError, SandboxError) as exc:
-            termination, error = "error", str(exc)
-            patch = _safe_diff(box)
+            termination, error = Termination.ERROR, str(exc)
+            patch = _safe_diff(box, task)
         info["startup_ms"] = box.startup_ms
     return Episode(termination, patch, steps, info, error, round(sandbox_ms, 3), round(policy_ms, 3))
 
 
-def _safe_diff(box: Sandbox) -> str:
+def _safe_diff(box: Sandbox, task: AgentTask) -> str:
     try:
         return box.diff()
     except Exception:  # noqa: BLE001 - the episode already failed; the patch is best effort
+        logger.warning("task %s: no patch could be read from the failed episode's sandbox", task.task_id, exc_info=True)
         return ""
 
 
-def _step(box: Sandbox, task: AgentTask, number: int, call: ToolCall | None, thought: str, raw: str,
-          error: str | None) -> tuple[dict[str, Any], ToolCall | None]:
+def _step(
+    box: Sandbox, task: AgentTask, number: int, call: ToolCall | None, thought: str, raw: str, error: str | None
+) -> tuple[AgentStep, ToolCall | None, float]:
+    """The step's record (timings filled in by the loop), the call it made, and its sandbox time."""
     stamp = datetime.now(UTC)
     if call is None or call.name not in TOOL_ACTION_TYPES:
         reason = (error or "no tool call") if call is None else f"unknown tool {call.name!r}"
-        observation = (f"error: {reason}. Reply with exactly one tool call; tools: {', '.join(TOOL_ACTION_TYPES)}.")
+        observation = f"error: {reason}. Reply with exactly one tool call; tools: {', '.join(TOOL_ACTION_TYPES)}."
         raw_text, _ = bound(raw or thought, 4000)
-        return ({"step": number, "action_type": "invalid", "action_input": raw_text, "observation": observation,
-                 "observation_truncated": False, "thought": thought, "timestamp": stamp, "exit_code": None,
-                 "sandbox_ms": 0.0}, None)
+        return (
+            {
+                "step": number,
+                "action_type": ActionType.INVALID,
+                "action_input": raw_text,
+                "observation": observation,
+                "observation_truncated": False,
+                "thought": thought,
+                "timestamp": stamp,
+                "exit_code": None,
+                "duration_ms": None,
+                "policy_ms": 0.0,
+            },
+            None,
+            0.0,
+        )
     result = run_tool(box, call.name, call.arguments, task.visible_tests, task.command_timeout)
     action_input: Any = call.arguments if call.name != "search_symbol" else {"symbol": call.arguments.get("name")}
-    return ({"step": number, "action_type": TOOL_ACTION_TYPES[call.name], "action_input": action_input,
-             "observation": result.observation, "observation_truncated": result.truncated, "thought": thought,
-             "timestamp": stamp, "exit_code": result.exit_code, "sandbox_ms": result.sandbox_ms}, call)
+    return (
+        {
+            "step": number,
+            "action_type": TOOL_ACTION_TYPES[call.name],
+            "action_input": action_input,
+            "observation": result.observation,
+            "observation_truncated": result.truncated,
+            "thought": thought,
+            "timestamp": stamp,
+            "exit_code": result.exit_code,
+            "duration_ms": None,
+            "policy_ms": 0.0,
+        },
+        call,
+        result.sandbox_ms,
+    )
 
 
 def _conversation(call: ToolCall | None, thought: str, observation: str, number: int) -> list[Message]:
@@ -123,5 +171,7 @@ def _conversation(call: ToolCall | None, thought: str, observation: str, number:
         return [Message("assistant", thought), Message("user", observation)]
     call_id = f"call_{number}"
     placed = ToolCall(call.name, call.arguments, call_id)
-    return [Message("assistant", thought, tool_calls=[placed]),
-            Message("tool", observation, tool_call_id=call_id, name=call.name)]
+    return [
+        Message("assistant", thought, tool_calls=[placed]),
+        Message("tool", observation, tool_call_id=call_id, name=call.name),
+    ]

@@ -18,8 +18,17 @@ class StepSerializer(serializers.ModelSerializer[Step]):
     class Meta:
         model = Step
         fields = [
-            "step", "action_type", "action_input", "observation", "observation_truncated", "thought", "reward",
-            "reward_breakdown", "timestamp", "duration_ms", "exit_code",
+            "step",
+            "action_type",
+            "action_input",
+            "observation",
+            "observation_truncated",
+            "thought",
+            "reward",
+            "reward_breakdown",
+            "timestamp",
+            "duration_ms",
+            "exit_code",
         ]
 
 
@@ -30,9 +39,23 @@ class TrajectorySerializer(serializers.ModelSerializer[Trajectory]):
     class Meta:
         model = Trajectory
         fields = [
-            "trajectory_id", "schema_version", "task_id", "suite", "task_version", "base_commit", "prompt",
-            "policy", "sandbox", "patch", "final_reward", "success", "termination", "flags", "source",
-            "step_count", "created_at",
+            "trajectory_id",
+            "schema_version",
+            "task_id",
+            "suite",
+            "task_version",
+            "base_commit",
+            "prompt",
+            "policy",
+            "sandbox",
+            "patch",
+            "final_reward",
+            "success",
+            "termination",
+            "flags",
+            "source",
+            "step_count",
+            "created_at",
         ]
 
 

@@ -7,22 +7,35 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from tasks.models import TaskSuite
-from trajectories.models import RolloutBatch
-from trajectories.rollouts import POLICIES, RolloutError, batch_metrics, cancel_batch, resume_batch, start_batch
+from core.limits import (
+    MAX_STEPS_DEFAULT,
+    MAX_STEPS_MAX,
+    MAX_STEPS_MIN,
+    SAMPLES_MAX,
+    SAMPLES_MIN,
+    TEMPERATURE_DEFAULT,
+    TEMPERATURE_MAX,
+    TEMPERATURE_MIN,
+)
 from core.permissions import role_required
-from core.roles import RESEARCHER
+from core.roles import RESEARCHER, has_role
+from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES
+from tasks.models import TaskSuite
+from trajectories.batches import RolloutError, cancel_batch, resume_batch, start_batch
+from trajectories.events import batch_live_group
+from trajectories.models import RolloutBatch
+from trajectories.progress import batch_metrics
 
 
 class LaunchForm(forms.Form):
     suite = forms.ModelChoiceField(queryset=TaskSuite.objects.order_by("name"), to_field_name="name")
-    policy = forms.ChoiceField(choices=[(p, p) for p in POLICIES])
+    policy = forms.ChoiceField(choices=[(p.value, p.value) for p in LAUNCHABLE_POLICIES])
     model = forms.CharField(required=False, max_length=300, help_text="model dir (hf) or model name (openai)")
     base_url = forms.CharField(required=False, max_length=300, help_text="OpenAI-compatible server (openai)")
-    samples = forms.IntegerField(min_value=1, max_value=64, initial=1)
-    temperature = forms.FloatField(min_value=0, max_value=2, initial=0.8)
-    max_steps = forms.IntegerField(min_value=1, max_value=200, initial=30)
-    sandbox = forms.ChoiceField(choices=[("bwrap", "bwrap"), ("docker", "docker")])
+    samples = forms.IntegerField(min_value=SAMPLES_MIN, max_value=SAMPLES_MAX, initial=1)
+    temperature = forms.FloatField(min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX, initial=TEMPERATURE_DEFAULT)
+    max_steps = forms.IntegerField(min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX, initial=MAX_STEPS_DEFAULT)
+    sandbox = forms.ChoiceField(choices=[(b.value, b.value) for b in ISOLATING_BACKENDS])
 
 
 @role_required()
@@ -34,9 +47,17 @@ def batch_list(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                batch = start_batch(data["suite"], data["policy"], data["model"], samples=data["samples"],
-                                    temperature=data["temperature"], max_steps=data["max_steps"],
-                                    sandbox=data["sandbox"], base_url=data["base_url"], user=request.user)
+                batch = start_batch(
+                    data["suite"],
+                    data["policy"],
+                    data["model"],
+                    samples=data["samples"],
+                    temperature=data["temperature"],
+                    max_steps=data["max_steps"],
+                    sandbox=data["sandbox"],
+                    base_url=data["base_url"],
+                    user=request.user,
+                )
             except RolloutError as exc:
                 form.add_error(None, str(exc))
             else:
@@ -46,8 +67,6 @@ def batch_list(request: HttpRequest) -> HttpResponse:
 
 
 def _may_launch(request: HttpRequest) -> bool:
-    from core.roles import has_role
-
     return has_role(request.user, RESEARCHER)
 
 
@@ -59,9 +78,18 @@ def _list_context(form: LaunchForm) -> dict[str, object]:
 def batch_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
     batch = get_object_or_404(RolloutBatch.objects.select_related("suite"), pk=batch_id)
     trajectories = batch.trajectories.order_by("task_ref", "sample_index").only(
-        "trajectory_id", "task_ref", "sample_index", "status", "termination", "step_count", "final_reward", "success")
-    return render(request, "trajectories/batch_detail.html",
-                  {"batch": batch, "trajectories": trajectories, "metrics": batch_metrics(batch)})
+        "trajectory_id", "task_ref", "sample_index", "status", "termination", "step_count", "final_reward", "success"
+    )
+    return render(
+        request,
+        "trajectories/batch_detail.html",
+        {
+            "batch": batch,
+            "trajectories": trajectories,
+            "metrics": batch_metrics(batch),
+            "live_group": batch_live_group(batch.pk),
+        },
+    )
 
 
 @require_POST
@@ -86,7 +114,14 @@ def batch_group(request: HttpRequest, batch_id: int, task_id: str) -> HttpRespon
     if not group:
         raise Http404("No rollouts of that task in this batch.")
     rewards = [t.final_reward for t in group if t.final_reward is not None]
-    return render(request, "trajectories/batch_group.html", {
-        "batch": batch, "task_id": task_id, "group": group,
-        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
-        "distinct_patches": len({t.patch for t in group})})
+    return render(
+        request,
+        "trajectories/batch_group.html",
+        {
+            "batch": batch,
+            "task_id": task_id,
+            "group": group,
+            "mean_reward": sum(rewards) / len(rewards) if rewards else None,
+            "distinct_patches": len({t.patch for t in group}),
+        },
+    )

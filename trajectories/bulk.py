@@ -13,10 +13,22 @@ import orjson
 from django.db import connection
 
 from trajectories.models import Step
+from trajectories.schema import StepRecord
 
 STEP_COLUMNS = (
-    "trajectory_id", "step", "action_type", "action_input", "observation", "observation_truncated", "thought",
-    "reward", "reward_breakdown", "timestamp", "duration_ms", "exit_code", "extra",
+    "trajectory_id",
+    "step",
+    "action_type",
+    "action_input",
+    "observation",
+    "observation_truncated",
+    "thought",
+    "reward",
+    "reward_breakdown",
+    "timestamp",
+    "duration_ms",
+    "exit_code",
+    "extra",
 )
 
 
@@ -24,11 +36,21 @@ def _json(value: Any) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
 
 
-def step_row(trajectory_pk: int, step: dict[str, Any]) -> tuple[Any, ...]:
+def step_row(trajectory_pk: int, step: StepRecord) -> tuple[Any, ...]:
     return (
-        trajectory_pk, step["step"], step["action_type"], _json(step["action_input"]), step["observation"],
-        step["observation_truncated"], step["thought"], step["reward"], _json(step["reward_breakdown"]),
-        step["timestamp"], step["duration_ms"], step["exit_code"], _json(step["extra"]),
+        trajectory_pk,
+        step["step"],
+        step["action_type"],
+        _json(step["action_input"]),
+        step["observation"],
+        step["observation_truncated"],
+        step["thought"],
+        step["reward"],
+        _json(step["reward_breakdown"]),
+        step["timestamp"],
+        step["duration_ms"],
+        step["exit_code"],
+        _json(step["extra"]),
     )
 
 
@@ -45,6 +67,6 @@ def insert_steps(rows: list[tuple[Any, ...]]) -> None:
             return
         adapt = connection.ops.adapt_datetimefield_value
         stamp = STEP_COLUMNS.index("timestamp")
-        prepared = [(*row[:stamp], adapt(row[stamp]), *row[stamp + 1:]) for row in rows]
+        prepared = [(*row[:stamp], adapt(row[stamp]), *row[stamp + 1 :]) for row in rows]
         placeholders = ", ".join(["%s"] * len(STEP_COLUMNS))
         cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({placeholders})", prepared)  # noqa: S608

@@ -18,8 +18,23 @@ CHUNK_TRAJECTORIES = 200
 CHUNK_STEPS = 5000
 FETCH_ROWS = 2000
 TRAJECTORY_COLUMNS = (
-    "id", "schema_version", "trajectory_id", "task_ref", "task_version", "base_commit", "prompt", "policy",
-    "sandbox", "patch", "final_reward", "success", "termination", "flags", "source", "created_at", "extra",
+    "id",
+    "schema_version",
+    "trajectory_id",
+    "task_ref",
+    "task_version",
+    "base_commit",
+    "prompt",
+    "policy",
+    "sandbox",
+    "patch",
+    "final_reward",
+    "success",
+    "termination",
+    "flags",
+    "source",
+    "created_at",
+    "extra",
     "step_count",
 )
 JSON_COLUMNS = frozenset({"action_input", "reward_breakdown", "extra"})

@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.db import models
 
 from core.vocabulary import DEFAULT_BACKEND, RunStatus, Termination, TrajectorySource, TrajectoryStatus, choices
-
 from tasks.models import Task, TaskSuite
 
 
@@ -16,8 +15,9 @@ class Trajectory(models.Model):
 
     trajectory_id = models.UUIDField(unique=True)
     # Rollouts made here belong to a batch; imported trajectories have none.
-    batch = models.ForeignKey("RolloutBatch", null=True, blank=True, on_delete=models.CASCADE,
-                              related_name="trajectories")
+    batch = models.ForeignKey(
+        "RolloutBatch", null=True, blank=True, on_delete=models.CASCADE, related_name="trajectories"
+    )
     sample_index = models.PositiveIntegerField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=choices(TrajectoryStatus), default=Status.FINISHED, db_index=True)
     attempt = models.PositiveIntegerField(default=0)
@@ -54,8 +54,11 @@ class Trajectory(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         constraints = [
-            models.UniqueConstraint(fields=["batch", "task_ref", "sample_index"], name="one_rollout_per_sample",
-                                    condition=models.Q(batch__isnull=False)),
+            models.UniqueConstraint(
+                fields=["batch", "task_ref", "sample_index"],
+                name="one_rollout_per_sample",
+                condition=models.Q(batch__isnull=False),
+            ),
         ]
         indexes = [
             models.Index(fields=["-created_at", "-id"], name="traj_created"),
@@ -149,22 +152,3 @@ class SavedFilter(models.Model):
 
     def __str__(self) -> str:
         return self.name
-
-
-class TrainingSet(models.Model):
-    """A frozen, versioned choice of trajectories, with the rule that chose them."""
-
-    name = models.SlugField(max_length=100)
-    version = models.PositiveIntegerField()
-    rule = models.JSONField(default=dict)  # the filter and curation settings, as given
-    trajectory_ids = models.JSONField(default=list)  # trajectory_id strings, in sampled order
-    stats = models.JSONField(default=dict)
-    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name", "-version"]
-        constraints = [models.UniqueConstraint(fields=["name", "version"], name="training_set_version")]
-
-    def __str__(self) -> str:
-        return f"{self.name}@{self.version}"

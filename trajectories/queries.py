@@ -7,11 +7,11 @@ from typing import Any
 import django_filters
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Q, QuerySet
 from django.db.models.functions import Left, Length
 
-from annotation.models import StepLabel
 from trajectories.models import Step, Trajectory
+from trajectories.sections import steps_query
 
 
 class TrajectoryFilter(django_filters.FilterSet):
@@ -48,7 +48,8 @@ class TrajectoryFilter(django_filters.FilterSet):
         matching: QuerySet[Any]
         if connection.vendor == "postgresql":
             matching = Step.objects.annotate(search=SearchVector("thought", "observation", config="simple")).filter(
-                search=SearchQuery(value, config="simple"))
+                search=SearchQuery(value, config="simple")
+            )
         else:
             matching = Step.objects.filter(Q(thought__icontains=value) | Q(observation__icontains=value))
         return queryset.filter(id__in=matching.values("trajectory_id"))
@@ -72,16 +73,21 @@ def step_page(trajectory: Trajectory, page: int) -> list[Step]:
     """One page of steps, observations and thoughts cut in the database.
 
     A trajectory can hold thousands of steps and megabytes of output; only a page of
-    heads crosses from the database, the rest is fetched when someone asks for it.
+    heads crosses from the database, the rest is fetched when someone asks for it. What
+    other apps show on each step (labels) is prefetched by their page sections.
     """
     start = (page - 1) * STEP_PAGE
-    return list(
+    steps = (
         trajectory.steps.order_by("step")
-        .prefetch_related(Prefetch("labels", queryset=StepLabel.objects.select_related("author")))
         .defer("observation", "thought")
-        .annotate(obs_head=Left("observation", OBSERVATION_HEAD), obs_len=Length("observation"),
-                  thought_head=Left("thought", OBSERVATION_HEAD), thought_len=Length("thought"))[start:start + STEP_PAGE]
+        .annotate(
+            obs_head=Left("observation", OBSERVATION_HEAD),
+            obs_len=Length("observation"),
+            thought_head=Left("thought", OBSERVATION_HEAD),
+            thought_len=Length("thought"),
+        )
     )
+    return list(steps_query(steps)[start : start + STEP_PAGE])
 
 
 def step_timeline(trajectory: Trajectory) -> list[tuple[int, str, float | None]]:
@@ -91,10 +97,12 @@ def step_timeline(trajectory: Trajectory) -> list[tuple[int, str, float | None]]
 
 def neighbours(trajectory: Trajectory) -> tuple[str | None, str | None]:
     """The trajectories before and after this one in the list's order (newest first)."""
-    newer = (Trajectory.objects.filter(created_at__gt=trajectory.created_at)
-             | Trajectory.objects.filter(created_at=trajectory.created_at, id__gt=trajectory.pk))
-    older = (Trajectory.objects.filter(created_at__lt=trajectory.created_at)
-             | Trajectory.objects.filter(created_at=trajectory.created_at, id__lt=trajectory.pk))
+    newer = Trajectory.objects.filter(created_at__gt=trajectory.created_at) | Trajectory.objects.filter(
+        created_at=trajectory.created_at, id__gt=trajectory.pk
+    )
+    older = Trajectory.objects.filter(created_at__lt=trajectory.created_at) | Trajectory.objects.filter(
+        created_at=trajectory.created_at, id__lt=trajectory.pk
+    )
     prev_id = newer.order_by("created_at", "id").values_list("trajectory_id", flat=True).first()
     next_id = older.order_by("-created_at", "-id").values_list("trajectory_id", flat=True).first()
     return (str(prev_id) if prev_id else None, str(next_id) if next_id else None)

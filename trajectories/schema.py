@@ -9,29 +9,83 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import orjson
 
+from core.vocabulary import ActionType, Termination, TrajectorySource, values
+
 SCHEMA_VERSION = 1
-# "invalid": a policy reply that named no usable tool; it is a step (the model is told
-# what was wrong), recorded with the raw reply as its input.
-ACTION_TYPES = frozenset({"read_file", "write_file", "edit_file", "run_command", "search", "run_tests", "submit",
-                          "invalid"})
-TERMINATIONS = frozenset({"submitted", "max_steps", "timeout", "error", ""})
-SOURCES = frozenset({"online", "offline", "distilled", "imported"})
+ACTION_TYPES = frozenset(values(ActionType))
+# An empty termination is a record that does not say how it ended (older tools).
+TERMINATIONS = frozenset({*values(Termination), ""})
+SOURCES = frozenset(values(TrajectorySource))
 # Fixed namespace: a record without a trajectory_id gets the same id every time it
 # is imported, which is what makes re-importing a file add nothing.
 ID_NAMESPACE = uuid.UUID("6f1c7d0e-3b1a-5c44-9a53-8a4f0f0c1e2d")
 
-TOP_KEYS = frozenset({
-    "schema_version", "trajectory_id", "task_id", "task_version", "base_commit", "prompt", "policy",
-    "sandbox", "steps", "patch", "final_reward", "success", "termination", "flags", "source", "created_at",
-})
-STEP_KEYS = frozenset({
-    "step", "action_type", "action_input", "observation", "observation_truncated", "thought", "reward",
-    "reward_breakdown", "timestamp", "duration_ms", "exit_code",
-})
+TOP_KEYS = frozenset(
+    {
+        "schema_version",
+        "trajectory_id",
+        "task_id",
+        "task_version",
+        "base_commit",
+        "prompt",
+        "policy",
+        "sandbox",
+        "steps",
+        "patch",
+        "final_reward",
+        "success",
+        "termination",
+        "flags",
+        "source",
+        "created_at",
+    }
+)
+STEP_KEYS = frozenset(
+    {
+        "step",
+        "action_type",
+        "action_input",
+        "observation",
+        "observation_truncated",
+        "thought",
+        "reward",
+        "reward_breakdown",
+        "timestamp",
+        "duration_ms",
+        "exit_code",
+    }
+)
+
+
+class StepFields(TypedDict):
+    step: int
+    action_type: str  # an ActionType value
+    # A string or an object, as recorded (guide-style records keep a bare string).
+    action_input: Any
+    observation: str
+    observation_truncated: bool
+    thought: str
+    timestamp: datetime | None
+    duration_ms: float | None
+    exit_code: int | None
+
+
+class AgentStep(StepFields):
+    """One step as the agent loop hands it to a recorder."""
+
+    policy_ms: float  # the policy's share of duration_ms
+
+
+class StepRecord(StepFields):
+    """One checked step of a trajectory record: what the import stores and the recorder writes."""
+
+    reward: float | None
+    reward_breakdown: dict[str, Any]
+    extra: dict[str, Any]  # keys this schema does not know, kept for the export
 
 
 class RecordError(ValueError):
@@ -87,7 +141,7 @@ def _object(value: Any, lineno: int, where: str) -> dict[str, Any]:
     return value
 
 
-def check_step(raw: Any, index: int, lineno: int) -> dict[str, Any]:
+def check_step(raw: Any, index: int, lineno: int) -> StepRecord:
     where = f"steps[{index}]"
     if not isinstance(raw, dict):
         raise RecordError(lineno, f"{where} must be an object")
@@ -110,7 +164,7 @@ def check_step(raw: Any, index: int, lineno: int) -> dict[str, Any]:
         raise RecordError(lineno, f"{where}.action_input must be a string, an object or a list")
     return {
         "step": number,
-        "action_type": action_type,
+        "action_type": str(action_type),
         "action_input": action_input,
         "observation": _string(raw.get("observation"), lineno, f"{where}.observation"),
         "observation_truncated": truncated,
@@ -154,8 +208,10 @@ def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:
         raise RecordError(lineno, "success must be true, false or null")
     termination = _string(raw.get("termination"), lineno, "termination")
     if termination not in TERMINATIONS:
-        raise RecordError(lineno, f"termination {termination[:40]!r} is not one of {', '.join(sorted(TERMINATIONS - {''}))}")
-    source = _string(raw.get("source"), lineno, "source") or "imported"
+        raise RecordError(
+            lineno, f"termination {termination[:40]!r} is not one of {', '.join(sorted(TERMINATIONS - {''}))}"
+        )
+    source = _string(raw.get("source"), lineno, "source") or TrajectorySource.IMPORTED
     if source not in SOURCES:
         raise RecordError(lineno, f"source {source[:40]!r} is not one of {', '.join(sorted(SOURCES))}")
     flags = raw.get("flags", [])

@@ -68,9 +68,7 @@ def read_records(fh: IO[bytes], on_bytes: Callable[[int], None] | None = None) -
         yield record
 
 
-def import_trajectories(
-    path: Path, on_bytes: Callable[[int], None] | None = None
-) -> TrajectoryImportResult:
+def import_trajectories(path: Path, on_bytes: Callable[[int], None] | None = None) -> TrajectoryImportResult:
     """Import a trajectory JSONL file in one transaction.
 
     A bad line anywhere rolls back the whole file, so the database is exactly as it
@@ -101,7 +99,9 @@ def _insert_chunk(
     existing = set(Trajectory.objects.filter(trajectory_id__in=ids).values_list("trajectory_id", flat=True))
     missing_refs = {r["task_ref"] for r in chunk} - tasks.keys()
     if missing_refs:
-        for task_id, pk, suite_id in Task.objects.filter(task_id__in=missing_refs).values_list("task_id", "pk", "suite_id"):
+        for task_id, pk, suite_id in Task.objects.filter(task_id__in=missing_refs).values_list(
+            "task_id", "pk", "suite_id"
+        ):
             tasks[task_id] = (pk, suite_id)
         for ref in missing_refs:
             tasks.setdefault(ref, None)

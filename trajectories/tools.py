@@ -9,32 +9,58 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from core.vocabulary import ActionType
 from sandbox import Sandbox, ToolError
 
 MAX_OBSERVATION_CHARS = 8000
-TOOL_ACTION_TYPES = {
-    "read_file": "read_file", "write_file": "write_file", "edit_file": "edit_file", "run_command": "run_command",
-    "search": "search", "search_symbol": "search", "run_tests": "run_tests", "submit": "submit",
+# Tool name -> the action type its steps are recorded as (both searches are "search").
+TOOL_ACTION_TYPES: dict[str, ActionType] = {
+    "read_file": ActionType.READ_FILE,
+    "write_file": ActionType.WRITE_FILE,
+    "edit_file": ActionType.EDIT_FILE,
+    "run_command": ActionType.RUN_COMMAND,
+    "search": ActionType.SEARCH,
+    "search_symbol": ActionType.SEARCH,
+    "run_tests": ActionType.RUN_TESTS,
+    "submit": ActionType.SUBMIT,
 }
 
 
 def _fn(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name, "description": description, "parameters": {
-        "type": "object", "properties": properties, "required": required}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {"type": "object", "properties": properties, "required": required},
+        },
+    }
 
 
 _S = {"type": "string"}
 TOOLS: list[dict[str, Any]] = [
     _fn("read_file", "Read a file of the repository.", {"path": _S}, ["path"]),
-    _fn("write_file", "Create or overwrite a file with the given content.", {"path": _S, "content": _S},
-        ["path", "content"]),
-    _fn("edit_file", "Replace one exact occurrence of old_text with new_text in a file.",
-        {"path": _S, "old_text": _S, "new_text": _S}, ["path", "old_text", "new_text"]),
+    _fn(
+        "write_file",
+        "Create or overwrite a file with the given content.",
+        {"path": _S, "content": _S},
+        ["path", "content"],
+    ),
+    _fn(
+        "edit_file",
+        "Replace one exact occurrence of old_text with new_text in a file.",
+        {"path": _S, "old_text": _S, "new_text": _S},
+        ["path", "old_text", "new_text"],
+    ),
     _fn("run_command", "Run a shell command in the repository (no network).", {"command": _S}, ["command"]),
     _fn("search", "Search the repository's files for a text.", {"pattern": _S}, ["pattern"]),
     _fn("search_symbol", "Find where a Python function or class is defined.", {"name": _S}, ["name"]),
-    _fn("run_tests", "Run the repository's visible tests (optionally only some paths).",
-        {"paths": {"type": "array", "items": _S}}, []),
+    _fn(
+        "run_tests",
+        "Run the repository's visible tests (optionally only some paths).",
+        {"paths": {"type": "array", "items": _S}},
+        [],
+    ),
     _fn("submit", "Finish: your changes to the repository are the answer.", {}, []),
 ]
 
@@ -76,8 +102,9 @@ def _run(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str]
     if name == "write_file":
         return ToolResult(box.write_file(_str(args, "path"), _str(args, "content")), False, None, 0.0)
     if name == "edit_file":
-        return ToolResult(box.edit_file(_str(args, "path"), _str(args, "old_text"), _str(args, "new_text")), False,
-                          None, 0.0)
+        return ToolResult(
+            box.edit_file(_str(args, "path"), _str(args, "old_text"), _str(args, "new_text")), False, None, 0.0
+        )
     if name == "search":
         hits = box.search(_str(args, "pattern"))
         text, truncated = bound("\n".join(map(str, hits)) or "no matches")

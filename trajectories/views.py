@@ -6,14 +6,15 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from annotation.models import ReviewMark
-from rewards.models import Reward
+from core.permissions import role_required
+from core.roles import RESEARCHER
+from trajectories.events import trajectory_live_group
+from trajectories.jobs import replay_trajectory_job
 from trajectories.models import SavedFilter, Trajectory
 from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_page, step_timeline
 from trajectories.queries import trajectory_detail as get_trajectory
 from trajectories.queries import trajectory_list as list_trajectories
-from core.permissions import role_required
-from core.roles import RESEARCHER
+from trajectories.sections import page_context
 
 PAGE_SIZE = 50
 
@@ -39,8 +40,13 @@ def trajectory_list(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("before", None)
     saved = SavedFilter.objects.filter(owner=request.user) if request.user.is_authenticated else []
-    context = {"trajectories": rows, "filter": flt, "next_before": next_before, "query": query.urlencode(),
-               "saved_filters": saved}
+    context = {
+        "trajectories": rows,
+        "filter": flt,
+        "next_before": next_before,
+        "query": query.urlencode(),
+        "saved_filters": saved,
+    }
     template = "trajectories/_rows.html" if request.headers.get("HX-Request") else "trajectories/list.html"
     return render(request, template, context)
 
@@ -66,34 +72,32 @@ def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     steps = step_page(trajectory, page)
     for step in steps:
         step.flags_here = step_flags.get(step.step, [])  # type: ignore[attr-defined]
-    score = Reward.objects.filter(trajectory=trajectory).order_by("-created_at").first()
-    ticks = [(number, action, reward, index // STEP_PAGE + 1) for index, (number, action, reward) in enumerate(timeline)]
-    return render(request, "trajectories/detail.html", {
-        "t": trajectory, "steps": steps, "timeline": ticks, "score": score,
-        "patch_flags": [f for f in flags if not isinstance(f.get("step"), int)], "page": page, "pages": pages,
-        "head_limit": OBSERVATION_HEAD, "previous_id": previous_id, "next_id": next_id,
-        "page_numbers": range(1, pages + 1),
-        "marks": ReviewMark.objects.filter(trajectory=trajectory).select_related("author")})
-
-
-@require_POST
-@role_required(RESEARCHER)
-def rescore(request: HttpRequest, trajectory_id: str) -> HttpResponse:
-    """Score under the current reward spec (a no-op if this spec version already scored it)."""
-    from rewards.jobs import score_trajectory_job
-
-    trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
-    if trajectory.task_id is None:
-        raise Http404("This trajectory's task is not in the database, so it cannot be scored.")
-    score_trajectory_job.delay(str(trajectory_id))
-    return redirect("trajectories:detail", trajectory_id=trajectory_id)
+    ticks = [
+        (number, action, reward, index // STEP_PAGE + 1) for index, (number, action, reward) in enumerate(timeline)
+    ]
+    return render(
+        request,
+        "trajectories/detail.html",
+        {
+            **page_context(trajectory),
+            "t": trajectory,
+            "steps": steps,
+            "timeline": ticks,
+            "live_group": trajectory_live_group(trajectory.trajectory_id),
+            "patch_flags": [f for f in flags if not isinstance(f.get("step"), int)],
+            "page": page,
+            "pages": pages,
+            "head_limit": OBSERVATION_HEAD,
+            "previous_id": previous_id,
+            "next_id": next_id,
+            "page_numbers": range(1, pages + 1),
+        },
+    )
 
 
 @require_POST
 @role_required(RESEARCHER)
 def replay(request: HttpRequest, trajectory_id: str) -> HttpResponse:
-    from trajectories.jobs import replay_trajectory_job
-
     trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
     if trajectory.task_id is None:
         raise Http404("This trajectory's task is not in the database, so it cannot be replayed.")

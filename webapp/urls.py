@@ -6,7 +6,6 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from annotation import views as annotation_views
 from tasks.api import SuiteViewSet, TaskViewSet
 from trajectories.api import TrajectoryViewSet
 from webapp import views
@@ -26,9 +25,6 @@ urlpatterns = [
     path("rewards/", include("rewards.urls")),
     path("annotation/", include("annotation.urls")),
     path("training/", include("training.urls")),
-    path("trajectories/<uuid:trajectory_id>/steps/<int:number>/labels/", annotation_views.add_step_label,
-         name="step-label"),
-    path("trajectories/<uuid:trajectory_id>/review/", annotation_views.add_review_mark, name="review-mark"),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

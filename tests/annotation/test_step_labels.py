@@ -1,9 +1,12 @@
+"""Step labels and review marks: recorded, shown to every reviewer, refused when bad."""
+
 from __future__ import annotations
 
 import pytest
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from annotation.models import ReviewMark, StepLabel
 from tests.conftest import client_for
@@ -15,9 +18,10 @@ HOSTILE = '<img src=x onerror="alert(1)">'
 
 def test_a_reviewer_labels_a_step_and_everyone_sees_it(reviewer_client: Client) -> None:
     step = StepFactory.create(step=1)
-    url = f"/trajectories/{step.trajectory.trajectory_id}/steps/1/labels/"
-    response = reviewer_client.post(url, {"label": "reward_hacking", "comment": f"edits the test {HOSTILE}"},
-                                    HTTP_HX_REQUEST="true")
+    url = reverse("annotation:step-label", args=[step.trajectory.trajectory_id, 1])
+    response = reviewer_client.post(
+        url, {"label": "reward_hacking", "comment": f"edits the test {HOSTILE}"}, HTTP_HX_REQUEST="true"
+    )
     assert response.status_code == 200 and "<html" not in response.content.decode()
     assert "reward hacking: edits the test &lt;img" in response.content.decode()
     other = client_for(UserFactory.create(username="second-reviewer", role="reviewer"))
@@ -28,7 +32,7 @@ def test_a_reviewer_labels_a_step_and_everyone_sees_it(reviewer_client: Client) 
 
 def test_bad_labels_and_strangers_are_refused(reviewer_client: Client, outsider: object) -> None:
     step = StepFactory.create(step=1)
-    url = f"/trajectories/{step.trajectory.trajectory_id}/steps/1/labels/"
+    url = reverse("annotation:step-label", args=[step.trajectory.trajectory_id, 1])
     assert reviewer_client.post(url, {"label": "brilliant"}).status_code == 400
     assert reviewer_client.post(url, {"label": "mistake", "comment": "x" * 5001}).status_code == 400
     assert client_for(outsider).post(url, {"label": "mistake"}).status_code == 403  # type: ignore[arg-type]
@@ -39,16 +43,32 @@ def test_bad_labels_and_strangers_are_refused(reviewer_client: Client, outsider:
 
 def test_a_trajectory_can_be_marked_for_review(reviewer_client: Client) -> None:
     trajectory = TrajectoryFactory.create()
-    url = f"/trajectories/{trajectory.trajectory_id}/review/"
-    assert "Marked for review by rob-reviewer: odd patch" in reviewer_client.post(url, {"note": "odd patch"}).content.decode()
+    url = reverse("annotation:review-mark", args=[trajectory.trajectory_id])
+    assert (
+        "Marked for review by rob-reviewer: odd patch"
+        in reviewer_client.post(url, {"note": "odd patch"}).content.decode()
+    )
     assert ReviewMark.objects.get().note == "odd patch"
 
 
 def test_labels_do_not_cost_a_query_per_step(reviewer_client: Client) -> None:
     trajectory = TrajectoryFactory.create()
     for n in range(1, 41):
-        StepLabel.objects.create(step=StepFactory.create(trajectory=trajectory, step=n),
-                                 author=UserFactory.create(username=f"u{n}"), label="good_step")
+        StepLabel.objects.create(
+            step=StepFactory.create(trajectory=trajectory, step=n),
+            author=UserFactory.create(username=f"u{n}"),
+            label="good_step",
+        )
     with CaptureQueriesContext(connection) as queries:
         html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
     assert html.count("good step —") == 40 and len(queries) <= 15
+
+
+def test_the_trajectory_page_offers_every_label_and_posts_to_the_annotation_app(reviewer_client: Client) -> None:
+    step = StepFactory.create(step=1)
+    trajectory_id = step.trajectory.trajectory_id
+    page = reviewer_client.get(f"/trajectories/{trajectory_id}/").content.decode()
+    assert f'action="/annotation/trajectories/{trajectory_id}/steps/1/labels/"' in page
+    assert f'action="/annotation/trajectories/{trajectory_id}/review/"' in page
+    for value, text in StepLabel.Label.choices:
+        assert f'<option value="{value}">{text}</option>' in page

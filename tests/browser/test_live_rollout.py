@@ -26,11 +26,18 @@ def asgi_server() -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
-           "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"])}
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "webapp.asgi:application"], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
+        "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         try:
@@ -69,8 +76,7 @@ def test_steps_of_a_running_batch_arrive_live(asgi_server: str, page: Any, resea
         page.goto(f"{asgi_server}/trajectories/{last.trajectory_id}/")
         page.evaluate("window.__notReloaded = true")
         page.wait_for_function("document.querySelectorAll('li.step').length >= 3", timeout=90000)
-        page.wait_for_function("document.getElementById('trajectory-status').textContent === 'finished'",
-                               timeout=60000)
+        page.wait_for_function("document.getElementById('trajectory-status').textContent === 'finished'", timeout=60000)
         assert page.evaluate("window.__notReloaded") is True
         last.refresh_from_db()
         assert page.locator("li.step").count() == last.step_count
@@ -80,8 +86,7 @@ def test_steps_of_a_running_batch_arrive_live(asgi_server: str, page: Any, resea
         # The batch page follows the batch to its end, live too.
         page.goto(f"{asgi_server}/batches/{batch.pk}/")
         page.evaluate("window.__notReloaded = true")
-        page.wait_for_function("document.getElementById('batch-status').textContent === 'succeeded'",
-                               timeout=90000)
+        page.wait_for_function("document.getElementById('batch-status').textContent === 'succeeded'", timeout=90000)
         assert page.evaluate("window.__notReloaded") is True
         assert page.inner_text("#batch-left") == "0"
     finally:

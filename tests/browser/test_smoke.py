@@ -10,6 +10,14 @@ from trajectories.models import Trajectory
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
+def hostile_patch(lines: list[str]) -> str:
+    """A well-formed diff, so the payload reaches both the unified and the side-by-side view."""
+    added = "".join(f"+{line}\n" for line in lines)
+    removed = "".join(f"-{line}\n" for line in lines)
+    n = len(lines)
+    return f"diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,{n} +1,{n} @@\n{removed}{added}"
+
+
 def test_a_reviewer_logs_in_opens_the_demo_suite_and_reads_a_trajectory(
     live_server: Any, page: Any, reviewer: Any, demo_suite: TaskSuite
 ) -> None:
@@ -71,7 +79,9 @@ def test_a_reviewer_moves_through_steps_and_trajectories_from_the_keyboard(
     page.keyboard.press("G")
     assert page.get_attribute("li.step.current", "id") == "step-50"  # the last one on this page
     page.click("#step-50 button.more")
-    page.wait_for_function("document.querySelector('#step-50 pre[data-full=observation]').textContent.endsWith('END-50')")
+    page.wait_for_function(
+        "document.querySelector('#step-50 pre[data-full=observation]').textContent.endsWith('END-50')"
+    )
     # Label the first step from the keyboard: g, l, then type into the form (htmx swaps it in).
     page.keyboard.press("g")
     page.keyboard.press("l")
@@ -102,7 +112,7 @@ def test_a_researcher_builds_a_training_set_from_a_filter(
     page.wait_for_url("**/trajectories/?*success=true*")
     page.fill("#curate input[name=name]", "demo-wins")
     page.click("#curate button[type=submit]")
-    page.wait_for_url("**/trajectories/training-sets/demo-wins/1/")
+    page.wait_for_url("**/training/sets/demo-wins/1/")
     wins = Trajectory.objects.filter(success=True).count()
     assert page.inner_text("#ts-stats").startswith(f"{wins} trajectories ({wins} successes, 0 failures)")
     assert page.locator("tbody tr").count() == wins
@@ -111,7 +121,7 @@ def test_a_researcher_builds_a_training_set_from_a_filter(
 PAYLOADS = [
     "<script>window.__pwned = 'script'</script>",
     "<img src=x onerror=\"window.__pwned = 'onerror'\">",
-    "<a href=\"javascript:window.__pwned='link'\" id=\"evil-link\">click</a>",
+    '<a href="javascript:window.__pwned=\'link\'" id="evil-link">click</a>',
     "</pre></div></li></ol><svg onload=\"window.__pwned='svg'\"><div <b>unbalanced",
 ]
 
@@ -121,18 +131,32 @@ def test_hostile_agent_output_and_statements_stay_inert(live_server: Any, page: 
 
     hostile = "\n".join(PAYLOADS)
     task = TaskFactory.create(statement=f"# Bug\n\n{hostile}\n\n[docs](javascript:window.__pwned='md')")
-    trajectory = TrajectoryFactory.create(task=task, task_ref=task.task_id, prompt=hostile,
-                                          patch=f"diff --git a/x.py b/x.py\n+{hostile}\n",
-                                          flags=[{"detector": "eq_override", "evidence": hostile}])
-    StepFactory.create(trajectory=trajectory, step=1, action_type="run_command",
-                       action_input={"command": hostile}, thought=hostile, observation=hostile * 300)
+    trajectory = TrajectoryFactory.create(
+        task=task,
+        task_ref=task.task_id,
+        prompt=hostile,
+        patch=hostile_patch(PAYLOADS),
+        flags=[{"detector": "eq_override", "evidence": hostile}],
+    )
+    StepFactory.create(
+        trajectory=trajectory,
+        step=1,
+        action_type="run_command",
+        action_input={"command": hostile},
+        thought=hostile,
+        observation=hostile * 300,
+    )
     page.goto(f"{live_server.url}/login/")
     page.fill("input[name=username]", "rob-reviewer")
     page.fill("input[name=password]", "correct horse battery")
     page.click("button[type=submit]")
     page.wait_for_selector("h1:has-text('Dashboard')")
-    for url in (f"/tasks/{task.suite.name}/{task.task_id}/", f"/trajectories/{trajectory.trajectory_id}/",
-                "/trajectories/", "/"):
+    for url in (
+        f"/tasks/{task.suite.name}/{task.task_id}/",
+        f"/trajectories/{trajectory.trajectory_id}/",
+        "/trajectories/",
+        "/",
+    ):
         page.goto(f"{live_server.url}{url}")
         page.wait_for_load_state("load")
         if page.locator("button.more").count():

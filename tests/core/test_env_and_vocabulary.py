@@ -31,9 +31,17 @@ def test_a_bad_value_is_refused_with_its_name(monkeypatch: pytest.MonkeyPatch, r
 
 def test_a_typo_in_the_sandbox_backend_stops_the_start() -> None:
     result = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=ROOT, capture_output=True, text=True, timeout=120,
-        env={"PATH": "/usr/bin:/bin", "CRUCIBLE_SANDBOX_BACKEND": "bwarp", "DJANGO_SETTINGS_MODULE": "webapp.settings",
-             "CRUCIBLE_VAR_DIR": str(ROOT / "var")},
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CRUCIBLE_SANDBOX_BACKEND": "bwarp",
+            "DJANGO_SETTINGS_MODULE": "webapp.settings",
+            "CRUCIBLE_VAR_DIR": str(ROOT / "var"),
+        },
     )
     assert result.returncode != 0
     assert "CRUCIBLE_SANDBOX_BACKEND='bwarp' is not one of bwrap, docker, local" in result.stderr
@@ -53,9 +61,9 @@ def test_choices_match_what_djangos_text_choices_would_give() -> None:
 
 def test_model_fields_take_their_choices_from_the_vocabulary() -> None:
     assert Trajectory._meta.get_field("status").choices == choices(Trajectory.Status)
-    assert [value for value, _ in RolloutBatch._meta.get_field("status").choices] == values(RunStatus)
+    assert RolloutBatch._meta.get_field("status").choices == choices(RunStatus)
     # One state machine for long work: a validation run can be cancelled like a batch.
-    assert [value for value, _ in ValidationRun._meta.get_field("status").choices] == values(RunStatus)
+    assert ValidationRun._meta.get_field("status").choices == choices(RunStatus)
     assert "invalid" in values(ActionType)
 
 

@@ -20,17 +20,19 @@ def rewards_of(steps: list[dict[str, object]]) -> dict[int, dict[str, float]]:
 
 
 def test_the_guide_signals_each_move_the_step_reward() -> None:
-    got = rewards_of([
-        step(1, "run_tests", "pytest", "5 failed, 2 passed in 0.1s"),
-        step(2, "edit_file", {"file": "a.py"}),
-        step(3, "run_tests", "pytest", "2 failed, 5 passed in 0.1s"),
-        step(4, "edit_file", {"file": "a.py"}),
-        step(5, "run_command", "python -c 'import a'", "SyntaxError: invalid syntax"),
-        step(6, "run_tests", "pytest", "4 failed, 3 passed in 0.1s"),
-        step(7, "run_command", "ruff check .", "Found 7 errors."),
-        step(8, "edit_file", {"file": "a.py"}),
-        step(9, "run_command", "ruff check .", "Found 2 errors."),
-    ])
+    got = rewards_of(
+        [
+            step(1, "run_tests", "pytest", "5 failed, 2 passed in 0.1s"),
+            step(2, "edit_file", {"file": "a.py"}),
+            step(3, "run_tests", "pytest", "2 failed, 5 passed in 0.1s"),
+            step(4, "edit_file", {"file": "a.py"}),
+            step(5, "run_command", "python -c 'import a'", "SyntaxError: invalid syntax"),
+            step(6, "run_tests", "pytest", "4 failed, 3 passed in 0.1s"),
+            step(7, "run_command", "ruff check .", "Found 7 errors."),
+            step(8, "edit_file", {"file": "a.py"}),
+            step(9, "run_command", "ruff check .", "Found 2 errors."),
+        ]
+    )
     assert got[3] == {"failing_down": pytest.approx(0.6)}
     assert got[5] == {"compile_error": -0.5}
     assert got[6] == {"failing_up": -0.2}
@@ -52,8 +54,14 @@ def test_repeating_a_command_with_the_same_output_costs_and_only_the_first_test_
 def test_idling_without_changing_the_workspace_is_penalised_and_rewards_are_clipped() -> None:
     idle = rewards_of([step(n, "read_file", f"f{n}.py", "x") for n in range(1, 14)])
     assert "no_change" not in idle[10] and idle[11] == {"no_change": -0.1}
-    clipped, _ = process_rewards([step(1, "run_tests", "pytest", "40 failed in 1s"), step(2, "edit_file", {}),
-                                  step(3, "run_tests", "pytest", "1 passed in 1s")], SPEC)
+    clipped, _ = process_rewards(
+        [
+            step(1, "run_tests", "pytest", "40 failed in 1s"),
+            step(2, "edit_file", {}),
+            step(3, "run_tests", "pytest", "1 passed in 1s"),
+        ],
+        SPEC,
+    )
     assert clipped[2].reward == 1.0 and clipped[2].breakdown["failing_down"] == pytest.approx(8.0)
 
 

@@ -10,13 +10,19 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 
 from rewards.jobs import score_trajectory_job
 from rewards.models import Reward, RewardSanity
 from rewards.services import score_trajectory
+from sandbox import SandboxError
+from sandbox.backends.local import ALLOW_ENV as LOCAL_ALLOW_ENV
 from tasks.models import Task, TaskSuite
 from tests.conftest import DEMO, start_worker
+from trajectories.batches import start_batch
 from trajectories.models import Trajectory
+from trajectories.replay import replay_trajectory
+from trajectories.runner import run_trajectory
 
 SCORE_KEYS = {"task_id", "reward", "resolved", "pass_rate", "tests", "flags", "breakdown"}
 
@@ -62,8 +68,9 @@ def test_score_patch_prints_the_json_contract_and_is_deterministic(
 ) -> None:
     outputs = []
     for _ in range(2):
-        call_command("score_patch", "--task", "task_0002", "--patch", str(DEMO / "tasks/task_0002/expected_patch"),
-                     "--json")
+        call_command(
+            "score_patch", "--task", "task_0002", "--patch", str(DEMO / "tasks/task_0002/expected_patch"), "--json"
+        )
         outputs.append(json.loads(capsys.readouterr().out))
     result = outputs[0]
     assert SCORE_KEYS <= set(result) and result["reward"] == 1.0 and result["resolved"] is True
@@ -73,8 +80,9 @@ def test_score_patch_prints_the_json_contract_and_is_deterministic(
     assert outputs[0] == outputs[1]
 
 
-def test_score_patch_takes_a_task_directory_without_a_database(tmp_path: Path,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_score_patch_takes_a_task_directory_without_a_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     empty = tmp_path / "empty.diff"
     empty.write_text("")
     call_command("score_patch", "--task", str(DEMO / "tasks/task_0003"), "--patch", str(empty), "--json")
@@ -93,8 +101,10 @@ def test_score_patch_answers_bad_input_clearly(tmp_path: Path) -> None:
         (["--task", "task_9999", "--patch", str(DEMO / "tasks/task_0001/expected_patch")], "no task 'task_9999'"),
         (["--task", good_task, "--patch", str(tmp_path / "missing.diff")], "no such file"),
         (["--task", good_task, "--patch", str(binary)], "not a UTF-8 text diff"),
-        (["--task", good_task, "--patch", str(DEMO / "tasks/task_0001/expected_patch"), "--spec", str(spec)],
-         "outcome.lambda_success must be a number"),
+        (
+            ["--task", good_task, "--patch", str(DEMO / "tasks/task_0001/expected_patch"), "--spec", str(spec)],
+            "outcome.lambda_success must be a number",
+        ),
     ]
     for args, message in cases:
         with pytest.raises(CommandError, match=message):
@@ -112,8 +122,52 @@ def test_the_sanity_check_shows_the_reward_gap_on_the_suite_page(
     assert row.separates and row.gap > 0 and set(row.stubs) == {"return None", "pass", "constant"}
     # A task whose expected patch is no fix at all: its reward cannot tell it from empty.
     Task.objects.filter(task_id="task_0014").update(
-        expected_patch=(DEMO / "tasks/task_0013/expected_patch").read_text())
+        expected_patch=(DEMO / "tasks/task_0013/expected_patch").read_text()
+    )
     call_command("reward_sanity", "--task", "task_0014", verbosity=0)
     assert "<- cannot tell good from bad" in capsys.readouterr().out
     html = reviewer_client.get("/tasks/demo/").content.decode()
     assert "cannot tell good from bad code on 1 task" in html and "task_0014</a>" in html
+
+
+@pytest.mark.django_db
+def test_scoring_and_replay_run_in_the_configured_sandbox_backend(
+    demo_suite: TaskSuite, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    batch = start_batch(TaskSuite.objects.get(name="demo"), "scripted", enqueue=False)
+    rollout = run_trajectory(batch.trajectories.get(task_ref="task_0001").pk)
+    assert rollout is not None and rollout.sandbox["backend"] == "bwrap"
+    trajectory_id = str(rollout.trajectory_id)
+    settings.CRUCIBLE_SANDBOX_BACKEND = "local"
+    # The local backend refuses to run unless allowed: the refusal shows which backend was picked.
+    monkeypatch.delenv(LOCAL_ALLOW_ENV, raising=False)
+    with pytest.raises(SandboxError, match="local backend does not isolate"):
+        score_trajectory(trajectory_id)
+    with pytest.raises(SandboxError, match="local backend does not isolate"):
+        replay_trajectory(trajectory_id)
+    with pytest.raises(CommandError, match="local backend does not isolate"):
+        call_command("score_patch", "--task", "task_0001", "--patch", str(DEMO / "tasks/task_0001/expected_patch"))
+    monkeypatch.setenv(LOCAL_ALLOW_ENV, "1")
+    assert score_trajectory(trajectory_id).reward == 1.0
+    report = replay_trajectory(trajectory_id)
+    # Not compared for reproducibility: the test runner's report path differs between backends.
+    assert report.backend == "local" and report.steps == rollout.step_count
+
+
+@pytest.mark.django_db
+def test_a_finished_rollout_is_queued_for_scoring_once_its_row_is_committed(
+    demo_suite: TaskSuite,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    queued: list[str] = []
+    monkeypatch.setattr(score_trajectory_job, "delay", queued.append)
+    batch = start_batch(TaskSuite.objects.get(name="demo"), "scripted", enqueue=False)
+    pk = batch.trajectories.get(task_ref="task_0002").pk
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        rollout = run_trajectory(pk)
+    assert rollout is not None and rollout.status == "finished"
+    assert queued == []  # nothing reaches the queue before the commit
+    for callback in callbacks:
+        callback()
+    assert queued == [str(rollout.trajectory_id)]

@@ -24,10 +24,17 @@ TASK = DEMO / "tasks" / "task_0001"
 
 
 def git(repo: Path, *args: str) -> str:
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x",
-           "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin"}
-    return subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "PATH": "/usr/bin:/bin",
+    }
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], env=env, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def clone_of_demo(dest: Path) -> str:
@@ -46,10 +53,16 @@ def test_swebench_instances_import_with_a_local_clone(tmp_path: Path) -> None:
     shutil.copy(TASK / "tests" / "test_parse_config.py", work / "tests" / "test_parse_config.py")
     test_patch = git(work, "diff") + "\n"
     meta = json.loads((TASK / "metadata.json").read_text())
-    instance = {"instance_id": "acme__configkit-1", "repo": "acme/configkit", "base_commit": base,
-                "patch": (TASK / "expected_patch").read_text(), "test_patch": test_patch,
-                "problem_statement": (TASK / "task.md").read_text(),
-                "FAIL_TO_PASS": json.dumps(meta["fail_to_pass"]), "PASS_TO_PASS": meta["pass_to_pass"]}
+    instance = {
+        "instance_id": "acme__configkit-1",
+        "repo": "acme/configkit",
+        "base_commit": base,
+        "patch": (TASK / "expected_patch").read_text(),
+        "test_patch": test_patch,
+        "problem_statement": (TASK / "task.md").read_text(),
+        "FAIL_TO_PASS": json.dumps(meta["fail_to_pass"]),
+        "PASS_TO_PASS": meta["pass_to_pass"],
+    }
     jsonl = tmp_path / "instances.jsonl"
     jsonl.write_text(json.dumps(instance) + "\n")
     call_command("import_tasks", str(jsonl), "--repos", str(repos), "--suite", "swe", verbosity=0)
@@ -75,8 +88,18 @@ def test_an_error_log_becomes_a_task_whose_verifier_is_the_failing_test(tmp_path
         log = box.exec("python -m pytest -q -rA -p no:cacheprovider tests/test_parse_config.py").stdout
     assert "FAILED tests/test_parse_config.py::test_empty_input" in log
     (tmp_path / "ci.log").write_text(log)
-    call_command("build_tasks", "--from-log", str(tmp_path / "ci.log"), "--repo", str(repo), "--suite", "logs",
-                 "--patch", str(TASK / "expected_patch"), verbosity=0)
+    call_command(
+        "build_tasks",
+        "--from-log",
+        str(tmp_path / "ci.log"),
+        "--repo",
+        str(repo),
+        "--suite",
+        "logs",
+        "--patch",
+        str(TASK / "expected_patch"),
+        verbosity=0,
+    )
     task = Task.objects.get(suite__name="logs")
     assert task.source == "error_log" and "IndexError" in task.statement
     assert task.fail_to_pass == ["tests/test_parse_config.py::test_empty_input"]
@@ -87,14 +110,30 @@ def test_an_error_log_becomes_a_task_whose_verifier_is_the_failing_test(tmp_path
         call_command("build_tasks", "--from-log", str(tmp_path / "empty.log"), "--repo", str(repo), verbosity=0)
 
 
-def test_the_demo_history_yields_valid_tasks_from_real_commits(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_demo_history_yields_valid_tasks_from_real_commits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "repos"
-    subprocess.run([sys.executable, str(DEMO / "history" / "build_history.py"), str(out)], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, str(DEMO / "history" / "build_history.py"), str(out)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     for repo in ("configkit", "textstats", "invledger"):
-        call_command("build_tasks", "--from-git", str(out / repo), "--issues", str(out / f"{repo}.issues.json"),
-                     "--suite", "history", "--validate", "--runs", "1", verbosity=0)
+        call_command(
+            "build_tasks",
+            "--from-git",
+            str(out / repo),
+            "--issues",
+            str(out / f"{repo}.issues.json"),
+            "--suite",
+            "history",
+            "--validate",
+            "--runs",
+            "1",
+            verbosity=0,
+        )
     tasks = list(Task.objects.filter(suite__name="history"))
     valid = [t for t in tasks if t.validation_status == "valid"]
     assert len(valid) >= 10, {t.task_id: t.validation_report.get("reasons") for t in tasks if t not in valid}

@@ -9,7 +9,11 @@ from tests.conftest import DEMO
 
 
 def test_every_demo_task_fails_before_and_passes_after_its_expected_patch() -> None:
-    done = subprocess.run([sys.executable, str(DEMO / "check_tasks.py"), "--python", sys.executable],
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(DEMO / "check_tasks.py"), "--python", sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "17 of 17 tasks valid" in done.stdout

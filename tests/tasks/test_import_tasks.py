@@ -36,8 +36,11 @@ def test_it_stores_the_snapshot_and_tests_by_content_hash(task_dir: Path) -> Non
     import_task_dirs(task_dir, "guide")
     task = Task.objects.get(task_id="task_0001")
     stored = tree_path(task.snapshot_hash)
-    originals = sorted(p.relative_to(task_dir / "repo_snapshot").as_posix()
-                       for p in (task_dir / "repo_snapshot").rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    originals = sorted(
+        p.relative_to(task_dir / "repo_snapshot").as_posix()
+        for p in (task_dir / "repo_snapshot").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
     assert sorted(p.relative_to(stored).as_posix() for p in stored.rglob("*") if p.is_file()) == originals
     assert [f[0] for f in task.snapshot_files] == originals
     assert any(p.name.startswith("test_") for p in tree_path(task.tests_hash).rglob("*.py"))
@@ -77,10 +80,14 @@ def test_it_imports_the_whole_demo_folder() -> None:
         (lambda d: (d / "metadata.json").write_text("[1, 2]"), "must hold a JSON object"),
         (lambda d: (d / "metadata.json").write_text('{"source": "handwritten"}'), "task_id"),
         (lambda d: (d / "metadata.json").write_text('{"task_id": "../etc"}'), "task_id"),
-        (lambda d: (d / "metadata.json").write_text('{"task_id": "t1", "fail_to_pass": "tests/x.py::t"}'),
-         "fail_to_pass must be a list of strings"),
-        (lambda d: (d / "metadata.json").write_text('{"task_id": "t1", "timeout_seconds": -3}'),
-         "timeout_seconds must be a positive integer"),
+        (
+            lambda d: (d / "metadata.json").write_text('{"task_id": "t1", "fail_to_pass": "tests/x.py::t"}'),
+            "fail_to_pass must be a list of strings",
+        ),
+        (
+            lambda d: (d / "metadata.json").write_text('{"task_id": "t1", "timeout_seconds": -3}'),
+            "timeout_seconds must be a positive integer",
+        ),
         (lambda d: (d / "metadata.json").write_text('{"task_id": "t1", "source": "scraped"}'), "source"),
         (lambda d: (d / "metadata.json").write_text('{"task_id": "t1", "tests_dest": "../../x"}'), "tests_dest"),
         (lambda d: os.symlink("/etc/passwd", d / "repo_snapshot" / "passwd"), "symbolic links are not allowed"),

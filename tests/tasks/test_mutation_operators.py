@@ -136,7 +136,10 @@ def test_it_forces_if_and_elif_tests_both_ways() -> None:
 
 def test_it_keeps_the_parentheses_of_an_if_without_a_space() -> None:
     mutants = mutate("def f(x):\n    if(x):\n        return 1\n", "remove_conditional")
-    assert texts(mutants) == ["def f(x):\n    if(True):\n        return 1\n", "def f(x):\n    if(False):\n        return 1\n"]
+    assert texts(mutants) == [
+        "def f(x):\n    if(True):\n        return 1\n",
+        "def f(x):\n    if(False):\n        return 1\n",
+    ]
 
 
 def test_it_removes_a_statement_line_and_keeps_the_comment_above_it() -> None:
@@ -199,7 +202,9 @@ def test_it_swaps_arguments_of_a_call_spread_over_lines_inside_a_block() -> None
                     )
         """
     mutants = mutate(source, "swap_arguments")
-    assert texts(mutants) == [dedent(source).replace("    a,\n", "    §,\n").replace("    b,\n", "    a,\n").replace("§", "b")]
+    assert texts(mutants) == [
+        dedent(source).replace("    a,\n", "    §,\n").replace("    b,\n", "    a,\n").replace("§", "b")
+    ]
     assert (mutants[0].line, mutants[0].function) == (5, "Box.put")
 
 
@@ -280,7 +285,10 @@ def test_it_leaves_docstrings_alone() -> None:
 
 
 def test_it_leaves_type_annotations_alone() -> None:
-    source = "from typing import Literal\n\ndef f(x: Literal[1] = 0) -> tuple[int, Literal['a']]:\n    y: Literal[2]\n    return (x,)\n"
+    source = (
+        "from typing import Literal\n\n"
+        "def f(x: Literal[1] = 0) -> tuple[int, Literal['a']]:\n    y: Literal[2]\n    return (x,)\n"
+    )
     mutants = mutate(source)
     assert {mutant.operator for mutant in mutants} == {"off_by_one", "default_argument", "return_value"}
     assert all("Literal[1]" in mutant.mutated and "Literal['a']" in mutant.mutated for mutant in mutants)
@@ -321,7 +329,14 @@ def test_it_rejects_unknown_operators() -> None:
 
 
 def test_repo_scan_skips_tests_conftest_and_virtualenvs(tmp_path: Path) -> None:
-    for relative in ("pkg/mod.py", "pkg/test_mod.py", "tests/test_a.py", "tests/helpers.py", "conftest.py", "venv/lib.py"):
+    for relative in (
+        "pkg/mod.py",
+        "pkg/test_mod.py",
+        "tests/test_a.py",
+        "tests/helpers.py",
+        "conftest.py",
+        "venv/lib.py",
+    ):
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("X = 1\n")
     (tmp_path / "venv" / "pyvenv.cfg").write_text("")

@@ -15,12 +15,28 @@ from tests.conftest import DEMO
 pytestmark = pytest.mark.django_db
 
 
-def test_synth_tasks_yields_twenty_valid_tasks_and_a_combined_one(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_synth_tasks_yields_twenty_valid_tasks_and_a_combined_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     repo = tmp_path / "invledger"
     shutil.copytree(DEMO / "tasks" / "task_0017" / "repo_snapshot", repo)
-    call_command("synth_tasks", "--repo", str(repo), "--count", "20", "--combine", "1", "--suite", "synth",
-                 "--seed", "7", "--validate", "--runs", "1", verbosity=0)
+    call_command(
+        "synth_tasks",
+        "--repo",
+        str(repo),
+        "--count",
+        "20",
+        "--combine",
+        "1",
+        "--suite",
+        "synth",
+        "--seed",
+        "7",
+        "--validate",
+        "--runs",
+        "1",
+        verbosity=0,
+    )
     out = capsys.readouterr().out
     tasks = list(Task.objects.filter(suite__name="synth"))
     valid = [t for t in tasks if t.validation_status == "valid"]

@@ -55,7 +55,8 @@ def test_a_good_task_is_valid_with_stable_lists(tmp_path: Path) -> None:
 def test_a_flaky_test_is_quarantined(tmp_path: Path) -> None:
     def add_flaky(d: Path) -> None:
         (d / "tests" / "test_flaky.py").write_text(
-            "import os\n\ndef test_coin():\n    assert os.urandom(1)[0] % 2 == 0\n")
+            "import os\n\ndef test_coin():\n    assert os.urandom(1)[0] % 2 == 0\n"
+        )
 
     task = broken_task(tmp_path, add_flaky)
     report = validate_task(task, runs=8)
@@ -68,7 +69,9 @@ def test_a_flaky_test_is_quarantined(tmp_path: Path) -> None:
 def test_tests_that_already_pass_before_the_fix_make_the_task_invalid(tmp_path: Path) -> None:
     def pass_already(d: Path) -> None:
         (d / "tests" / "test_parse_config.py").write_text(
-            "from configkit import parse_config\n\ndef test_empty_input():\n    assert parse_config('a = 1') == {'a': 1}\n")
+            "from configkit import parse_config\n\n"
+            "def test_empty_input():\n    assert parse_config('a = 1') == {'a': 1}\n"
+        )
 
     task = broken_task(tmp_path, pass_already)
     report = validate_task(task, runs=2)
@@ -78,8 +81,11 @@ def test_tests_that_already_pass_before_the_fix_make_the_task_invalid(tmp_path: 
 
 def test_a_statement_that_leaks_the_patch_is_invalid(tmp_path: Path) -> None:
     def leak(d: Path) -> None:
-        added = next(line[1:] for line in (d / "expected_patch").read_text().splitlines()
-                     if line.startswith("+") and not line.startswith("+++"))
+        added = next(
+            line[1:]
+            for line in (d / "expected_patch").read_text().splitlines()
+            if line.startswith("+") and not line.startswith("+++")
+        )
         (d / "task.md").write_text((d / "task.md").read_text() + f"\n\nHint: write `{added.strip()}`\n")
 
     task = broken_task(tmp_path, leak)

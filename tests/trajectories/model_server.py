@@ -45,8 +45,19 @@ def _serve_command(model_dir: str, port: int) -> list[str]:
     exe = Path(sys.executable).with_name("transformers")  # the venv's CLI, whatever PATH says
     cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "transformers.cli.transformers"]
     # Pinning the model (FORCE_MODEL) loads it at start-up, so "ready" means ready to generate.
-    return [*cli, "serve", model_dir, "--host", "127.0.0.1", "--port", str(port), "--device", "cpu",
-            "--log-level", "warning"]
+    return [
+        *cli,
+        "serve",
+        model_dir,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--device",
+        "cpu",
+        "--log-level",
+        "warning",
+    ]
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -67,29 +78,41 @@ def serve_model(model_dir: str | Path, port: int | None = None, startup_timeout:
     model = str(model_dir)
     port = port or free_port()
     base_url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TQDM_DISABLE": "1", "OMP_NUM_THREADS": os.environ.get(
-        "OMP_NUM_THREADS", "2")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TQDM_DISABLE": "1",
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"),
+    }
     log = tempfile.NamedTemporaryFile(prefix="transformers-serve-", suffix=".log", delete=False)  # noqa: SIM115
     log_path = Path(log.name)
     started = time.monotonic()
-    proc = subprocess.Popen(_serve_command(model, port), stdout=log, stderr=subprocess.STDOUT, env=env,
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        _serve_command(model, port),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     log.close()
     server = ModelServer(base_url, model, log_path, 0.0)
     try:
         deadline = started + startup_timeout
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"transformers serve exited with {proc.returncode} before answering:\n"
-                                   f"{server.log_tail()}")
+                raise RuntimeError(
+                    f"transformers serve exited with {proc.returncode} before answering:\n{server.log_tail()}"
+                )
             try:
                 if httpx.get(f"{base_url}/health", timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"transformers serve did not answer within {startup_timeout:g} s:\n"
-                                   f"{server.log_tail()}")
+                raise RuntimeError(
+                    f"transformers serve did not answer within {startup_timeout:g} s:\n{server.log_tail()}"
+                )
             time.sleep(0.5)
         server.started_s = time.monotonic() - started
         yield server

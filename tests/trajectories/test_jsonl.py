@@ -128,7 +128,9 @@ def test_a_100_mb_line_is_refused_without_reading_it_whole(tmp_path: Path) -> No
 
 def test_nul_characters_from_agents_are_stored_safely(tmp_path: Path) -> None:
     path = tmp_path / "nul.jsonl"
-    path.write_text(json.dumps({"task_id": "t", "steps": [{"action_type": "run_command", "observation": "a\x00b"}]}) + "\n")
+    path.write_text(
+        json.dumps({"task_id": "t", "steps": [{"action_type": "run_command", "observation": "a\x00b"}]}) + "\n"
+    )
     call_command("import_trajectories", str(path), verbosity=0)
     assert Step.objects.get().observation == "a\ufffdb"
 
@@ -141,12 +143,16 @@ def test_the_export_command_refuses_an_unknown_suite(tmp_path: Path) -> None:
 
 def test_import_and_export_work_on_sqlite_too(tmp_path: Path) -> None:
     """The embedded default: a real SQLite file, through the real commands."""
-    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-           "DJANGO_SETTINGS_MODULE": "webapp.settings_test"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
+    }
 
     def manage(*args: str) -> str:
-        done = subprocess.run([sys.executable, "manage.py", *args], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
@@ -163,6 +169,12 @@ def test_import_and_export_work_on_sqlite_too(tmp_path: Path) -> None:
     assert_same_fields(original, seed_exports[0])
     bad = tmp_path / "bad.jsonl"
     bad.write_text(GOOD + "\n{oops\n")
-    done = subprocess.run([sys.executable, "manage.py", "import_trajectories", str(bad), "-v0"], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "import_trajectories", str(bad), "-v0"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode != 0 and "line 2: not valid JSON" in done.stderr

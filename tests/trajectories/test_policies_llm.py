@@ -25,32 +25,42 @@ MODEL_DIR = REPO / "var" / "models" / "smollm2-135m-instruct"
 MAX_NEW = 48  # enough to see a call start; each token is ~0.1 s on a CI core
 
 FIRST_TURN = [
-    Message("system", "You are a coding agent working in a Python repository. Use the tools to read, edit and "
-                      "test the code; call submit when the tests pass."),
-    Message("user", "Task: `add(2, 3)` in calc.py returns -1 instead of 5. Make tests/test_calc.py pass. "
-                    "Start by reading calc.py."),
+    Message(
+        "system",
+        "You are a coding agent working in a Python repository. Use the tools to read, edit and "
+        "test the code; call submit when the tests pass.",
+    ),
+    Message(
+        "user",
+        "Task: `add(2, 3)` in calc.py returns -1 instead of 5. Make tests/test_calc.py pass. Start by reading calc.py.",
+    ),
 ]
 
 
 # --- parsing: crafted replies -------------------------------------------------------------------
 
+
 def test_tagged_call_with_thought() -> None:
-    reply = parse_tool_call('I will read it first.\n<tool_call>\n{"name": "read_file", "arguments": '
-                            '{"path": "calc.py"}}\n</tool_call>')
+    reply = parse_tool_call(
+        'I will read it first.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "calc.py"}}\n</tool_call>'
+    )
     assert reply.error is None
     assert reply.tool_call == ToolCall("read_file", {"path": "calc.py"})
     assert reply.thought == "I will read it first."
 
 
 def test_arguments_as_json_string() -> None:
-    reply = parse_tool_call('<tool_call>{"name": "run_command", "arguments": "{\\"command\\": \\"ls -la\\"}"}'
-                            '</tool_call>')
+    reply = parse_tool_call(
+        '<tool_call>{"name": "run_command", "arguments": "{\\"command\\": \\"ls -la\\"}"}</tool_call>'
+    )
     assert reply.tool_call == ToolCall("run_command", {"command": "ls -la"})
 
 
 def test_two_calls_take_the_first() -> None:
-    reply = parse_tool_call('<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>\n'
-                            '<tool_call>{"name": "submit", "arguments": {}}</tool_call>')
+    reply = parse_tool_call(
+        '<tool_call>{"name": "run_tests", "arguments": {}}</tool_call>\n'
+        '<tool_call>{"name": "submit", "arguments": {}}</tool_call>'
+    )
     assert reply.tool_call is not None and reply.tool_call.name == "run_tests"
 
 
@@ -68,17 +78,20 @@ def test_lenient_shapes() -> None:
     assert trailing_brace.tool_call == ToolCall("submit", {})
 
 
-@pytest.mark.parametrize("text", [
-    "",
-    "I think the bug is in add().",
-    '<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>',
-    "<tool_call>read_file calc.py</tool_call>",
-    '<tool_call>{"arguments": {"path": "a.py"}}</tool_call>',
-    '<tool_call>{"name": "read_file", "arguments": ["a.py"]}</tool_call>',
-    '<tool_call>{"name": "read_file", "arguments": "{not json"}</tool_call>',
-    '{"name": "add", "value": 3}',  # JSON in prose that is not a call
-    "<tool_call>" + "{" * 5000 + "</tool_call>",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "I think the bug is in add().",
+        '<tool_call>{"name": "read_file", "arguments": {"path": </tool_call>',
+        "<tool_call>read_file calc.py</tool_call>",
+        '<tool_call>{"arguments": {"path": "a.py"}}</tool_call>',
+        '<tool_call>{"name": "read_file", "arguments": ["a.py"]}</tool_call>',
+        '<tool_call>{"name": "read_file", "arguments": "{not json"}</tool_call>',
+        '{"name": "add", "value": 3}',  # JSON in prose that is not a call
+        "<tool_call>" + "{" * 5000 + "</tool_call>",
+    ],
+)
 def test_garbage_is_an_error_not_an_exception(text: str) -> None:
     reply = parse_tool_call(text)
     assert reply.tool_call is None
@@ -86,16 +99,35 @@ def test_garbage_is_an_error_not_an_exception(text: str) -> None:
 
 
 def test_openai_message_reading() -> None:
-    structured = OpenAIPolicy.read_message({"role": "assistant", "content": "Reading.", "tool_calls": [
-        {"id": "call_9", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "x.py"}'}},
-        {"id": "call_10", "type": "function", "function": {"name": "submit", "arguments": "{}"}}]})
+    structured = OpenAIPolicy.read_message(
+        {
+            "role": "assistant",
+            "content": "Reading.",
+            "tool_calls": [
+                {
+                    "id": "call_9",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "x.py"}'},
+                },
+                {"id": "call_10", "type": "function", "function": {"name": "submit", "arguments": "{}"}},
+            ],
+        }
+    )
     assert structured.tool_call == ToolCall("read_file", {"path": "x.py"}, id="call_9")
     assert structured.thought == "Reading." and structured.error is None
-    broken = OpenAIPolicy.read_message({"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": '{"path": '}}]})
+    broken = OpenAIPolicy.read_message(
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": '{"path": '}}
+            ],
+        }
+    )
     assert broken.tool_call is None and broken.error and "not valid JSON" in broken.error
-    text_only = OpenAIPolicy.read_message({"role": "assistant", "content":
-                                           'ok <tool_call>{"name": "submit", "arguments": {}}</tool_call>'})
+    text_only = OpenAIPolicy.read_message(
+        {"role": "assistant", "content": 'ok <tool_call>{"name": "submit", "arguments": {}}</tool_call>'}
+    )
     assert text_only.tool_call == ToolCall("submit", {}) and text_only.thought == "ok"
     nothing = OpenAIPolicy.read_message({"role": "assistant", "content": "Sure!"})
     assert nothing.tool_call is None and nothing.error
@@ -111,12 +143,19 @@ def test_api_root_and_seeds() -> None:
 
 # --- the bundled model --------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def model_dir() -> Path:
     """The converted bundled model; `make setup` makes it, this only fills in when it is missing."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "fetch_model.py"), "--dest", str(MODEL_DIR)],
-                          capture_output=True, text=True, env=env, timeout=600, check=False)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "fetch_model.py"), "--dest", str(MODEL_DIR)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
     if proc.returncode != 0:
         pytest.fail(f"scripts/fetch_model.py failed:\n{proc.stdout}{proc.stderr}")
     return MODEL_DIR
@@ -137,9 +176,11 @@ def test_chat_template_renders_tools_and_history(model_dir: Path) -> None:
     from transformers import AutoTokenizer
 
     tokenizer: Any = AutoTokenizer.from_pretrained(str(model_dir))
-    history = [*FIRST_TURN,
-               Message("assistant", "Reading it.", [ToolCall("read_file", {"path": "calc.py"}, "c1")]),
-               Message("tool", "def add(a, b):\n    return a - b\n", tool_call_id="c1", name="read_file")]
+    history = [
+        *FIRST_TURN,
+        Message("assistant", "Reading it.", [ToolCall("read_file", {"path": "calc.py"}, "c1")]),
+        Message("tool", "def add(a, b):\n    return a - b\n", tool_call_id="c1", name="read_file"),
+    ]
     chat = [m.to_openai() for m in history]
     prompt = tokenizer.apply_chat_template(chat, tools=TOOLS, tokenize=False, add_generation_prompt=True)
     assert '"name": "edit_file"' in prompt  # schemas shown
@@ -188,6 +229,7 @@ def test_hf_policy_failures_are_policy_errors(hf_policy: HFPolicy, tmp_path: Pat
 
 
 # --- an OpenAI-compatible server ----------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def served(model_dir: Path) -> Iterator[ModelServer]:

@@ -15,10 +15,19 @@ pytestmark = pytest.mark.django_db
 
 def long_trajectory(steps: int = 120, observation: int = 5000) -> Trajectory:
     trajectory = TrajectoryFactory.create(step_count=steps)
-    Step.objects.bulk_create([
-        Step(trajectory=trajectory, step=n, action_type="run_command", action_input={"command": f"echo {n}"},
-             observation=f"<b>out {n}</b>" + "x" * observation + f"END-{n}", thought=f"thinking {n}")
-        for n in range(1, steps + 1)])
+    Step.objects.bulk_create(
+        [
+            Step(
+                trajectory=trajectory,
+                step=n,
+                action_type="run_command",
+                action_input={"command": f"echo {n}"},
+                observation=f"<b>out {n}</b>" + "x" * observation + f"END-{n}",
+                thought=f"thinking {n}",
+            )
+            for n in range(1, steps + 1)
+        ]
+    )
     return trajectory
 
 
@@ -72,11 +81,22 @@ def test_the_page_shows_per_test_results_step_rewards_and_flags_at_their_step(
 
 
 def test_edits_show_as_diffs_both_ways_and_files_are_highlighted(reviewer_client: Client) -> None:
-    trajectory = TrajectoryFactory.create(patch="diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n")
-    StepFactory.create(trajectory=trajectory, step=1, action_type="read_file", action_input={"path": "a.py"},
-                       observation="def f():\n    return '<b>'\n")
-    StepFactory.create(trajectory=trajectory, step=2, action_type="edit_file",
-                       action_input={"path": "a.py", "old_text": "x = 1\n", "new_text": "x = 2  # <script>\n"})
+    trajectory = TrajectoryFactory.create(
+        patch="diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+    )
+    StepFactory.create(
+        trajectory=trajectory,
+        step=1,
+        action_type="read_file",
+        action_input={"path": "a.py"},
+        observation="def f():\n    return '<b>'\n",
+    )
+    StepFactory.create(
+        trajectory=trajectory,
+        step=2,
+        action_type="edit_file",
+        action_input={"path": "a.py", "old_text": "x = 1\n", "new_text": "x = 2  # <script>\n"},
+    )
     html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
     assert '<span class="diff-add">+x = 2  # &lt;script&gt;</span>' in html
     assert '<span class="diff-del">-x = 1</span>' in html

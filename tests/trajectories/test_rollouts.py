@@ -9,13 +9,18 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.urls import reverse
 
+from core.vocabulary import PolicyKind
 from rewards.services import score_trajectory
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO, start_worker
+from trajectories.batches import RolloutError, resume_batch, start_batch
 from trajectories.models import RolloutBatch, Step, Trajectory
-from trajectories.rollouts import RolloutError, replay_trajectory, resume_batch, run_trajectory, start_batch
+from trajectories.policies.registry import policy_registry
+from trajectories.replay import replay_trajectory
+from trajectories.runner import run_trajectory
 from trajectories.schema import check_record
 
 SMALL = ("task_0001", "task_0008", "task_0013")
@@ -74,17 +79,34 @@ def test_a_trajectory_is_claimed_once_even_if_delivered_twice() -> None:
 @pytest.mark.django_db
 def test_bad_batch_settings_are_refused() -> None:
     suite = small_suite()
-    for kwargs, message in [({"policy_kind": "gpt9"}, "policy must be"), ({"policy_kind": "openai"}, "base URL"),
-                            ({"policy_kind": "scripted", "samples": 0}, "samples"),
-                            ({"policy_kind": "scripted", "sandbox": "vm"}, "sandbox")]:
+    for kwargs, message in [
+        ({"policy_kind": "gpt9"}, "policy must be"),
+        ({"policy_kind": "openai"}, "base URL"),
+        ({"policy_kind": "scripted", "samples": 0}, "samples"),
+        ({"policy_kind": "scripted", "sandbox": "vm"}, "sandbox"),
+        ({"policy_kind": "scripted", "sandbox": "local"}, "sandbox must be bwrap or docker"),
+        ({"policy_kind": "scripted", "max_new_tokens": 8}, "max new tokens 16-4096"),
+    ]:
         with pytest.raises(RolloutError, match=message):
             start_batch(suite, enqueue=False, **kwargs)  # type: ignore[arg-type]
     assert not RolloutBatch.objects.exists()
 
 
 @pytest.mark.django_db
-def test_the_rollout_command_writes_jsonl_as_it_goes_and_resumes(tmp_path: Path,
-                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_policy_kind_nobody_registered_fails_the_trajectory_with_the_reason() -> None:
+    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    RolloutBatch.objects.filter(pk=batch.pk).update(policy_kind="gpt9")  # e.g. a row from an older release
+    trajectory = run_trajectory(batch.trajectories.first().pk)  # type: ignore[union-attr]
+    assert trajectory is not None and trajectory.status == "failed"
+    assert "the policy could not start: unknown policy 'gpt9'" in trajectory.error
+    with pytest.raises(ValueError, match="registered twice"):
+        policy_registry.register(PolicyKind.SCRIPTED, lambda settings: pytest.fail("never built"))
+
+
+@pytest.mark.django_db
+def test_the_rollout_command_writes_jsonl_as_it_goes_and_resumes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     small_suite()
     out = tmp_path / "out"
     original = run_trajectory
@@ -208,10 +230,13 @@ def test_the_review_screen_rescores_and_replays(researcher: object, monkeypatch:
     assert trajectory is not None
     client = client_for(researcher)  # type: ignore[arg-type]
     base = f"/trajectories/{trajectory.trajectory_id}"
-    assert client.post(f"{base}/rescore/").status_code == 302
+    rescore = reverse("rewards:rescore", args=[trajectory.trajectory_id])
+    assert f'action="{rescore}"' in client.get(f"{base}/").content.decode()
+    assert client.post(rescore).status_code == 302
     assert client.post(f"{base}/replay/").status_code == 302
     html = client.get(f"{base}/").content.decode()
     assert 'id="test-results"' in html and "reproducible</span> all" in html
     trajectory.refresh_from_db()
     assert trajectory.final_reward == 1.0 and trajectory.replay_report["reproducible"] is True
     assert client.get(f"{base}/replay/").status_code == 405
+    assert client.get(rescore).status_code == 405

@@ -18,14 +18,19 @@ def page_urls() -> list[str]:
     trajectory = Trajectory.objects.exclude(task=None).first()
     assert trajectory is not None
     return [
-        "/", "/tasks/", f"/tasks/{suite.name}/", f"/tasks/{suite.name}/{task.task_id}/",
+        "/",
+        "/tasks/",
+        f"/tasks/{suite.name}/",
+        f"/tasks/{suite.name}/{task.task_id}/",
         f"/tasks/{suite.name}/{task.task_id}/files/{task.snapshot_files[0][0]}",
-        "/trajectories/", f"/trajectories/{trajectory.trajectory_id}/",
+        "/trajectories/",
+        f"/trajectories/{trajectory.trajectory_id}/",
+        "/batches/",
+        "/training/sets/",
     ]
 
 
-API_URLS = ["/api/v1/suites/", "/api/v1/tasks/", "/api/v1/trajectories/", "/api/v1/tasks/task_0001/",
-            "/api/schema/"]
+API_URLS = ["/api/v1/suites/", "/api/v1/tasks/", "/api/v1/trajectories/", "/api/v1/tasks/task_0001/", "/api/schema/"]
 
 
 def test_anonymous_visitors_are_sent_to_the_login_page(demo_suite: TaskSuite) -> None:

@@ -36,8 +36,9 @@ def test_trajectories_filter_by_suite_success_reward_and_policy(reviewer_client:
     assert ids("reward_min=0.5&policy=hf") == {str(good.trajectory_id)}
     assert good.suite is not None
     assert ids(f"suite={good.suite.name}") == {str(good.trajectory_id)}
-    assert ids("reward_max=-0.5") == {t["trajectory_id"] for t in
-                                       reviewer_client.get("/api/v1/trajectories/?success=false").json()["results"]}
+    assert ids("reward_max=-0.5") == {
+        t["trajectory_id"] for t in reviewer_client.get("/api/v1/trajectories/?success=false").json()["results"]
+    }
     assert reviewer_client.get("/api/v1/trajectories/?reward_min=lots").status_code == 400
 
 

@@ -10,9 +10,9 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from core.live import publish_on_commit
 from tests.conftest import client_for
 from webapp.asgi import application
-from core.live import publish_on_commit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +52,11 @@ def test_a_subscriber_gets_events_only_for_committed_writes(reviewer: User) -> N
         await sync_to_async(write_and_publish)("trajectory-42", {"step": 1}, False)
         assert await ws.receive_nothing(timeout=0.5)
         await sync_to_async(write_and_publish)("trajectory-42", {"step": 2}, True)
-        assert await ws.receive_json_from(timeout=5) == {"type": "event", "group": "trajectory-42", "event": {"step": 2}}
+        assert await ws.receive_json_from(timeout=5) == {
+            "type": "event",
+            "group": "trajectory-42",
+            "event": {"step": 2},
+        }
         await sync_to_async(write_and_publish)("trajectory-43", {"step": 3}, True)
         assert await ws.receive_nothing(timeout=0.5)  # not subscribed to that one
         await ws.disconnect()
@@ -71,8 +75,12 @@ def test_strangers_and_bad_subscriptions_are_refused(outsider: User, reviewer: U
             assert not connected
         ws = communicator(allowed)
         assert (await ws.connect())[0]
-        for bad in ({"action": "subscribe", "group": "everything"}, {"action": "subscribe", "group": "run-" + "x" * 200},
-                    ["not", "an", "object"], {"action": "delete", "group": "run-1"}):
+        for bad in (
+            {"action": "subscribe", "group": "everything"},
+            {"action": "subscribe", "group": "run-" + "x" * 200},
+            ["not", "an", "object"],
+            {"action": "delete", "group": "run-1"},
+        ):
             await ws.send_json_to(bad)
             assert (await ws.receive_json_from(timeout=5))["type"] == "error"
         await ws.disconnect()

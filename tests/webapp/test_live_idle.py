@@ -5,6 +5,7 @@ failure that pin is known for: a page left idle must still get the next event.""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
@@ -15,7 +16,8 @@ IDLE_S = 8.0  # past redis-py 8's 5 s default read timeout and channels_redis's 
 
 
 def test_the_channel_layer_turns_off_redis_pys_read_timeout() -> None:
-    host = settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]
+    layers: dict[str, Any] = settings.CHANNEL_LAYERS
+    host = layers["default"]["CONFIG"]["hosts"][0]
     assert host["socket_timeout"] is None
 
 

@@ -35,7 +35,9 @@ def test_the_task_page_shows_statement_tree_patch_and_metadata(reviewer_client: 
     assert task.fail_to_pass[0] in html and task.version in html
 
 
-def test_a_snapshot_file_is_shown_highlighted_and_unknown_paths_are_404(reviewer_client: Client, demo_suite: TaskSuite) -> None:
+def test_a_snapshot_file_is_shown_highlighted_and_unknown_paths_are_404(
+    reviewer_client: Client, demo_suite: TaskSuite
+) -> None:
     task = Task.objects.get(task_id="task_0001")
     py = next(str(p) for p, _ in task.snapshot_files if str(p).endswith(".py"))
     assert 'class="code"' in reviewer_client.get(f"/tasks/demo/task_0001/files/{py}").content.decode()
@@ -56,14 +58,23 @@ def test_trajectory_text_is_escaped_everywhere(reviewer_client: Client) -> None:
     for url in (f"/trajectories/{trajectory.trajectory_id}/", "/trajectories/", "/"):
         html = reviewer_client.get(url).content.decode()
         assert "<script>alert" not in html and "<img src=x" not in html, url
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
+    assert (
+        "&lt;script&gt;alert(1)&lt;/script&gt;"
+        in reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
+    )
 
 
 def test_the_trajectory_page_shows_every_step_in_order(reviewer_client: Client) -> None:
     trajectory = TrajectoryFactory.create()
     for n in (2, 3, 1):
-        StepFactory.create(trajectory=trajectory, step=n, thought=f"thought number {n}", observation=f"observed {n}",
-                           action_type="run_command", action_input={"command": "ls"})
+        StepFactory.create(
+            trajectory=trajectory,
+            step=n,
+            thought=f"thought number {n}",
+            observation=f"observed {n}",
+            action_type="run_command",
+            action_input={"command": "ls"},
+        )
     html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
     positions = [html.index(f"thought number {n}") for n in (1, 2, 3)]
     assert positions == sorted(positions)

@@ -93,7 +93,7 @@ def call_from_object(obj: Any, call_id: str = "call_0") -> tuple[ToolCall | None
         obj = obj["function"]
     name = obj.get("name")
     if not isinstance(name, str) or not name.strip():
-        return None, "the tool call has no \"name\""
+        return None, 'the tool call has no "name"'
     args, why = parse_arguments(obj.get("arguments", obj.get("parameters")))
     if args is None:
         return None, why
@@ -115,7 +115,7 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str]:
             return None, f"the tool call's arguments are not valid JSON ({exc.msg} at {exc.pos})"
         if isinstance(value, dict):
             return value, ""
-    return None, "the tool call's \"arguments\" must be a JSON object"
+    return None, 'the tool call\'s "arguments" must be a JSON object'
 
 
 def _read_object(body: str) -> tuple[Any, str]:
@@ -133,7 +133,7 @@ def _read_object(body: str) -> tuple[Any, str]:
     if last > first:
         # Small models often write a Python dict (single quotes, True/None); literal_eval runs no code.
         try:
-            value = ast.literal_eval(body[first:last + 1])
+            value = ast.literal_eval(body[first : last + 1])
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
         else:

@@ -55,9 +55,17 @@ def _pick_dtype(dtype: str, device: str) -> torch.dtype:
 class HFPolicy(Policy):
     kind = "hf"
 
-    def __init__(self, model_path: str, temperature: float = 0.8, top_p: float = 1.0, seed: int | None = None,
-                 max_new_tokens: int = 256, device: str = "cpu", dtype: str = "auto",
-                 num_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        temperature: float = 0.8,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        max_new_tokens: int = 256,
+        device: str = "cpu",
+        dtype: str = "auto",
+        num_threads: int | None = None,
+    ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a typo'd path must not turn into a hub download
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -90,7 +98,8 @@ class HFPolicy(Policy):
         # merged into it (and warned about when greedy), so keep just its special tokens.
         saved = self.model.generation_config
         self.model.generation_config = GenerationConfig(
-            bos_token_id=saved.bos_token_id, eos_token_id=saved.eos_token_id, pad_token_id=saved.pad_token_id)
+            bos_token_id=saved.bos_token_id, eos_token_id=saved.eos_token_id, pad_token_id=saved.pad_token_id
+        )
         if not template_supports_tools(self.tokenizer.chat_template):
             # A checkpoint saved without our template would show the model no tools at all.
             self.tokenizer.chat_template = load_tool_template()
@@ -107,9 +116,16 @@ class HFPolicy(Policy):
         self.checkpoint = checkpoint_id(self.model_path)
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": self.kind, "model": self.model_path, "checkpoint": self.checkpoint,
-                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
-                "max_new_tokens": self.max_new_tokens, "dtype": str(self.torch_dtype).removeprefix("torch.")}
+        return {
+            "kind": self.kind,
+            "model": self.model_path,
+            "checkpoint": self.checkpoint,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "max_new_tokens": self.max_new_tokens,
+            "dtype": str(self.torch_dtype).removeprefix("torch."),
+        }
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyOutput:
         import torch
@@ -118,8 +134,9 @@ class HFPolicy(Policy):
         chat = to_openai_messages(messages)
         started = time.monotonic()
         try:
-            enc = self.tokenizer.apply_chat_template(chat, tools=tools or None, add_generation_prompt=True,
-                                                     return_tensors="pt", return_dict=True)
+            enc = self.tokenizer.apply_chat_template(
+                chat, tools=tools or None, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
         except Exception as exc:  # jinja raises many types; a prompt we cannot render is our failure
             raise PolicyError(f"cannot render the chat template: {exc}") from exc
         prompt_len = int(enc["input_ids"].shape[1])
@@ -130,11 +147,16 @@ class HFPolicy(Policy):
             raise PolicyError(f"the conversation is {prompt_len} tokens; the model's context is {self.context_length}")
         sample = self.temperature > 0
         config = GenerationConfig(
-            max_new_tokens=budget, do_sample=sample, temperature=self.temperature if sample else None,
-            top_p=self.top_p if sample else None, top_k=0 if sample else None,
-            eos_token_id=self.eos_ids, pad_token_id=self.pad_id,
+            max_new_tokens=budget,
+            do_sample=sample,
+            temperature=self.temperature if sample else None,
+            top_p=self.top_p if sample else None,
+            top_k=0 if sample else None,
+            eos_token_id=self.eos_ids,
+            pad_token_id=self.pad_id,
             # Only the first call is used; stopping at its end saves generating text that is thrown away.
-            stop_strings=[CLOSE_TAG])
+            stop_strings=[CLOSE_TAG],
+        )
         seed = derive_seed(self.seed, chat, tools)
         try:
             # fork_rng: seeding must not disturb the RNG of whatever else runs in this process.
@@ -149,9 +171,14 @@ class HFPolicy(Policy):
         parsed = parse_tool_call(raw)
         if parsed.tool_call is None and len(new_tokens) >= budget and parsed.error:
             parsed.error = f"the reply hit the {budget}-token limit; {parsed.error}"
-        return PolicyOutput(thought=parsed.thought, tool_call=parsed.tool_call, raw=raw, error=parsed.error,
-                            latency_ms=latency_ms,
-                            usage={"prompt_tokens": prompt_len, "completion_tokens": int(len(new_tokens))})
+        return PolicyOutput(
+            thought=parsed.thought,
+            tool_call=parsed.tool_call,
+            raw=raw,
+            error=parsed.error,
+            latency_ms=latency_ms,
+            usage={"prompt_tokens": prompt_len, "completion_tokens": int(len(new_tokens))},
+        )
 
     def close(self) -> None:
         # Drop the references so the weights can be freed; a closed policy is not used again.

@@ -35,9 +35,18 @@ def api_root(base_url: str) -> str:
 class OpenAIPolicy(Policy):
     kind = "openai"
 
-    def __init__(self, base_url: str, model: str, temperature: float = 0.8, top_p: float = 1.0,
-                 seed: int | None = None, max_tokens: int = 256, api_key: str | None = None,
-                 timeout: float = 120, stop: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        temperature: float = 0.8,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        max_tokens: int = 256,
+        api_key: str | None = None,
+        timeout: float = 120,
+        stop: list[str] | None = None,
+    ) -> None:
         self.base_url = api_root(base_url)
         self.model = model
         self.temperature = float(temperature)
@@ -53,14 +62,26 @@ class OpenAIPolicy(Policy):
 
     def describe(self) -> dict[str, Any]:
         # A remote server does not say which weights it runs; the model name is the best handle.
-        return {"kind": self.kind, "model": self.model, "checkpoint": self.model, "base_url": self.base_url,
-                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed,
-                "max_tokens": self.max_tokens}
+        return {
+            "kind": self.kind,
+            "model": self.model,
+            "checkpoint": self.model,
+            "base_url": self.base_url,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "max_tokens": self.max_tokens,
+        }
 
     def request_body(self, messages: list[Message], tools: list[dict[str, Any]]) -> dict[str, Any]:
         chat = to_openai_messages(messages)
-        body: dict[str, Any] = {"model": self.model, "messages": chat, "temperature": self.temperature,
-                                "top_p": self.top_p, "max_tokens": self.max_tokens}
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": chat,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
         if tools:
             body["tools"] = tools
             body["tool_choice"] = "auto"
@@ -83,15 +104,18 @@ class OpenAIPolicy(Policy):
         latency_ms = (time.monotonic() - started) * 1000
         if response.status_code >= 400:
             # 4xx too: a context overflow, a wrong model name or a bad key will not fix itself next step.
-            raise PolicyError(f"model server {self.base_url} answered HTTP {response.status_code}: "
-                              f"{response.text[:_BODY_EXCERPT]}")
+            raise PolicyError(
+                f"model server {self.base_url} answered HTTP {response.status_code}: {response.text[:_BODY_EXCERPT]}"
+            )
         try:
             data = response.json()
             choice = data["choices"][0]
             message = choice["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise PolicyError(f"model server {self.base_url} sent a reply that is not a chat completion: "
-                              f"{response.text[:_BODY_EXCERPT]}") from exc
+            raise PolicyError(
+                f"model server {self.base_url} sent a reply that is not a chat completion: "
+                f"{response.text[:_BODY_EXCERPT]}"
+            ) from exc
         output = self.read_message(message)
         output.latency_ms = latency_ms
         output.usage = {k: v for k, v in (data.get("usage") or {}).items() if isinstance(v, int)}
@@ -109,8 +133,11 @@ class OpenAIPolicy(Policy):
         if calls:
             first = calls[0]
             raw = json.dumps({"content": content, "tool_calls": calls})
-            call, why = call_from_object(first, call_id=str(first.get("id") or "call_0")) \
-                if isinstance(first, dict) else (None, "the tool call is not a JSON object")
+            call, why = (
+                call_from_object(first, call_id=str(first.get("id") or "call_0"))
+                if isinstance(first, dict)
+                else (None, "the tool call is not a JSON object")
+            )
             if call is None:
                 return PolicyOutput(thought=content.strip(), tool_call=None, raw=raw, error=f"{why}. {FORMAT_HINT}")
             return PolicyOutput(thought=content.strip(), tool_call=call, raw=raw)

@@ -4,15 +4,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from core.vocabulary import BackendName, values
 from rewards.scoring import score_patch
-from tasks.spec import TaskSpec
 from rewards.services import RewardError, spec_from_option
 from rewards.spec import SpecError
 from sandbox import SandboxError
 from tasks.models import Task
 from tasks.services import TaskStoreError, task_spec_for
+from tasks.spec import TaskSpec
 from tasks.taskdir import TaskDirError, read_task_dir
 
 
@@ -36,7 +38,12 @@ class Command(BaseCommand):
         parser.add_argument("--patch", required=True, type=Path)
         parser.add_argument("--json", action="store_true")
         parser.add_argument("--spec", default=None, help="reward spec YAML (default: the guide's weights)")
-        parser.add_argument("--backend", choices=["bwrap", "docker", "local"], default="bwrap")
+        parser.add_argument(
+            "--backend",
+            choices=values(BackendName),
+            default=settings.CRUCIBLE_SANDBOX_BACKEND,
+            help="sandbox backend (default: CRUCIBLE_SANDBOX_BACKEND, %(default)s)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         patch_path: Path = options["patch"]

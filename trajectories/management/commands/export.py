@@ -41,9 +41,12 @@ class Command(BaseCommand):
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
         count = 0
         try:
-            with os.fdopen(fd, "wb") as fh, tqdm(
-                total=total, unit=unit, desc="exporting", disable=options["verbosity"] == 0, file=self.stderr._out
-            ) as bar:
+            with (
+                os.fdopen(fd, "wb") as fh,
+                tqdm(
+                    total=total, unit=unit, desc="exporting", disable=options["verbosity"] == 0, file=self.stderr._out
+                ) as bar,
+            ):
                 for line in lines:
                     fh.write(line)
                     count += 1

@@ -21,8 +21,12 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"{path}: no such file")
         with tqdm(
-            total=path.stat().st_size, unit="B", unit_scale=True, desc="importing",
-            disable=options["verbosity"] == 0, file=self.stderr._out,
+            total=path.stat().st_size,
+            unit="B",
+            unit_scale=True,
+            desc="importing",
+            disable=options["verbosity"] == 0,
+            file=self.stderr._out,
         ) as bar:
             try:
                 result = import_trajectories(path, on_bytes=bar.update)

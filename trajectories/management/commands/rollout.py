@@ -7,28 +7,33 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from core.limits import MAX_NEW_TOKENS_DEFAULT, MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
+from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, values
 from tasks.models import TaskSuite
+from trajectories.batches import RolloutError, pending, start_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
-from trajectories.rollouts import POLICIES, RolloutError, pending, run_trajectory, start_batch
+from trajectories.runner import run_trajectory
 
 
 class Command(BaseCommand):
-    help = ("Sample trajectories for every task of a suite (the guide's sample_trajectories.py). "
-            "Runs here, not on a worker; writes JSONL as it goes; run it again to resume after Ctrl-C.")
+    help = (
+        "Sample trajectories for every task of a suite (the guide's sample_trajectories.py). "
+        "Runs here, not on a worker; writes JSONL as it goes; run it again to resume after Ctrl-C."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--suite", required=True)
-        parser.add_argument("--policy", required=True, choices=POLICIES)
+        parser.add_argument("--policy", required=True, choices=values(LAUNCHABLE_POLICIES))
         parser.add_argument("--model", default="", help="model dir (hf) or model name (openai)")
         parser.add_argument("--base-url", default="", help="OpenAI-compatible server (openai policy)")
         parser.add_argument("--samples", type=int, default=1)
-        parser.add_argument("--max-steps", type=int, default=30)
-        parser.add_argument("--temperature", type=float, default=0.8)
+        parser.add_argument("--max-steps", type=int, default=MAX_STEPS_DEFAULT)
+        parser.add_argument("--temperature", type=float, default=TEMPERATURE_DEFAULT)
         parser.add_argument("--top-p", type=float, default=1.0)
-        parser.add_argument("--max-new-tokens", type=int, default=256)
+        parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT)
         parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--sandbox", choices=["bwrap", "docker"], default="bwrap")
+        parser.add_argument("--sandbox", choices=values(ISOLATING_BACKENDS), default=DEFAULT_BACKEND.value)
         parser.add_argument("--output-dir", type=Path, default=None)
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -38,9 +43,17 @@ class Command(BaseCommand):
         out_dir: Path | None = options["output_dir"]
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-        settings = {"policy_kind": options["policy"], "samples": options["samples"], "temperature": options["temperature"],
-                    "top_p": options["top_p"], "max_steps": options["max_steps"], "sandbox": options["sandbox"],
-                    "seed": options["seed"], "base_url": options["base_url"], "max_new_tokens": options["max_new_tokens"]}
+        settings = {
+            "policy_kind": options["policy"],
+            "samples": options["samples"],
+            "temperature": options["temperature"],
+            "top_p": options["top_p"],
+            "max_steps": options["max_steps"],
+            "sandbox": options["sandbox"],
+            "seed": options["seed"],
+            "base_url": options["base_url"],
+            "max_new_tokens": options["max_new_tokens"],
+        }
         batch = self._resumable(suite, options["model"], settings)
         try:
             if batch is None:
@@ -59,8 +72,14 @@ class Command(BaseCommand):
 
         previous = signal.signal(signal.SIGINT, stop)
         try:
-            with tqdm(total=batch.trajectories.count(), initial=batch.trajectories.count() - len(todo), unit="traj",
-                      desc=f"batch {batch.pk}", disable=options["verbosity"] == 0, file=self.stderr._out) as bar:
+            with tqdm(
+                total=batch.trajectories.count(),
+                initial=batch.trajectories.count() - len(todo),
+                unit="traj",
+                desc=f"batch {batch.pk}",
+                disable=options["verbosity"] == 0,
+                file=self.stderr._out,
+            ) as bar:
                 for trajectory in todo:
                     if interrupted:
                         break

@@ -2,23 +2,33 @@
 
 from __future__ import annotations
 
+import logging
 import random
+import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
-from django.db import transaction
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from trajectories.models import TrainingSet, Trajectory
+from core.vocabulary import TrajectoryStatus
+from training.models import TrainingSet
+from trajectories.models import Trajectory
 from trajectories.queries import TrajectoryFilter
+
+logger = logging.getLogger(__name__)
+
+# Each lost race for a version costs one retry; more than a handful of writers freezing the
+# same name at the same moment is not a real workload.
+VERSION_ATTEMPTS = 5
 
 
 class CurationError(ValueError):
     pass
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CurationRule:
     query: dict[str, str] = field(default_factory=dict)  # trajectory-list filter parameters
     successes_only: bool = False
@@ -42,7 +52,7 @@ class CurationRule:
 
 def select(rule: CurationRule) -> list[Trajectory]:
     rule.check()
-    flt = TrajectoryFilter(rule.query, queryset=Trajectory.objects.filter(status=Trajectory.Status.FINISHED))
+    flt = TrajectoryFilter(rule.query, queryset=Trajectory.objects.filter(status=TrajectoryStatus.FINISHED))
     if not flt.is_valid():
         raise CurationError(f"bad filter: {dict(flt.errors)}")
     qs = flt.qs.only("id", "trajectory_id", "task_ref", "success", "final_reward", "patch", "duplicate_rate")
@@ -79,7 +89,7 @@ def _diverse(trajectories: list[Trajectory], limit: int) -> list[Trajectory]:
 
 
 def _sample(trajectories: list[Trajectory], rule: CurationRule) -> list[Trajectory]:
-    rng = random.Random(rule.seed)
+    rng = random.Random(rule.seed)  # noqa: S311  (a reproducible sample, not a secret)
     if rule.size is None:
         return trajectories
     if rule.success_ratio is None:
@@ -107,15 +117,60 @@ def _sample(trajectories: list[Trajectory], rule: CurationRule) -> list[Trajecto
     return picked
 
 
+def _next_version(name: str) -> int:
+    # Locking the versions that exist makes a second writer of the same name wait here on
+    # PostgreSQL instead of failing at the insert. A lock on an aggregate locks nothing, so
+    # the rows are fetched; the first version has no row to lock, and SQLite ignores the
+    # lock: the unique (name, version) constraint and the caller's retry cover both.
+    list(TrainingSet.objects.select_for_update().filter(name=name).values_list("pk", flat=True))
+    latest = TrainingSet.objects.filter(name=name).aggregate(v=Max("version"))["v"]
+    return (latest or 0) + 1
+
+
+def _create_next_version(name: str, fields: dict[str, object]) -> TrainingSet:
+    for attempt in range(1, VERSION_ATTEMPTS + 1):
+        version = _next_version(name)
+        try:
+            # A savepoint: losing the race undoes this insert only, not the caller's transaction.
+            with transaction.atomic():
+                return TrainingSet.objects.create(name=name, version=version, **fields)
+        except IntegrityError:
+            if not TrainingSet.objects.filter(name=name, version=version).exists():
+                raise  # not the version race: let the real error through
+            logger.info("training set %s v%d was taken concurrently (attempt %d); retrying", name, version, attempt)
+    raise CurationError(f"could not allocate a version for {name!r}: too many concurrent creations")
+
+
 @transaction.atomic
-def build_training_set(name: str, rule: CurationRule, user: Any = None) -> TrainingSet:
+def build_training_set(
+    name: str, rule: CurationRule, user: AbstractBaseUser | AnonymousUser | None = None
+) -> TrainingSet:
+    started = time.monotonic()
     chosen = select(rule)
     if not chosen:
         raise CurationError("the rule chose no trajectory")
-    version = (TrainingSet.objects.select_for_update().filter(name=name).aggregate(v=Max("version"))["v"] or 0) + 1
     successes = sum(bool(t.success) for t in chosen)
-    return TrainingSet.objects.create(
-        name=name, version=version, rule=asdict(rule), trajectory_ids=[str(t.trajectory_id) for t in chosen],
-        stats={"trajectories": len(chosen), "successes": successes, "failures": len(chosen) - successes,
-               "tasks": len({t.task_ref for t in chosen})},
-        created_by=user if getattr(user, "pk", None) else None)
+    training_set = _create_next_version(
+        name,
+        {
+            "rule": asdict(rule),
+            "trajectory_ids": [str(t.trajectory_id) for t in chosen],
+            "stats": {
+                "trajectories": len(chosen),
+                "successes": successes,
+                "failures": len(chosen) - successes,
+                "tasks": len({t.task_ref for t in chosen}),
+            },
+            "created_by": user if user is not None and user.pk else None,
+        },
+    )
+    logger.info(
+        "training set %s v%d frozen: %d trajectories (%d successes) by user %s in %.2fs",
+        name,
+        training_set.version,
+        len(chosen),
+        successes,
+        getattr(user, "pk", None),
+        time.monotonic() - started,
+    )
+    return training_set

@@ -1,0 +1,195 @@
+"""Verbs for rollout batches: start one, find and enqueue what is left, resume, cancel."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from core.limits import (
+    MAX_NEW_TOKENS_DEFAULT,
+    MAX_NEW_TOKENS_MAX,
+    MAX_NEW_TOKENS_MIN,
+    MAX_STEPS_DEFAULT,
+    MAX_STEPS_MAX,
+    MAX_STEPS_MIN,
+    SAMPLES_MAX,
+    SAMPLES_MIN,
+    TEMPERATURE_DEFAULT,
+    TEMPERATURE_MAX,
+    TEMPERATURE_MIN,
+)
+from core.live import publish_on_commit
+from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, PolicyKind
+from tasks.models import TaskSuite
+from trajectories.events import BatchStatusEvent, batch_live_group
+from trajectories.jobs import run_trajectory_job
+from trajectories.models import RolloutBatch, Trajectory
+from trajectories.progress import stale_running
+
+logger = logging.getLogger(__name__)
+
+ROLLOUT_NS = uuid.UUID("1d3f5a40-8c1b-4f6e-9a2d-5b7c3e9f0a11")
+SETTINGS_RANGES = (
+    f"samples {SAMPLES_MIN}-{SAMPLES_MAX}, max steps {MAX_STEPS_MIN}-{MAX_STEPS_MAX}, "
+    f"temperature {TEMPERATURE_MIN:g}-{TEMPERATURE_MAX:g}, top_p in (0, 1], "
+    f"max new tokens {MAX_NEW_TOKENS_MIN}-{MAX_NEW_TOKENS_MAX}"
+)
+
+
+class RolloutError(ValueError):
+    pass
+
+
+def rollout_id(batch: RolloutBatch, task_id: str, sample: int) -> uuid.UUID:
+    return uuid.uuid5(ROLLOUT_NS, f"{batch.pk}:{task_id}:{sample}")
+
+
+def check_batch_settings(
+    policy_kind: str,
+    *,
+    samples: int,
+    temperature: float,
+    top_p: float,
+    max_steps: int,
+    sandbox: str,
+    base_url: str,
+    max_new_tokens: int,
+) -> None:
+    if policy_kind not in LAUNCHABLE_POLICIES:
+        raise RolloutError(f"policy must be one of {', '.join(LAUNCHABLE_POLICIES)}")
+    if policy_kind == PolicyKind.OPENAI and not base_url:
+        raise RolloutError("the openai policy needs the server's base URL")
+    if not (
+        SAMPLES_MIN <= samples <= SAMPLES_MAX
+        and MAX_STEPS_MIN <= max_steps <= MAX_STEPS_MAX
+        and TEMPERATURE_MIN <= temperature <= TEMPERATURE_MAX
+        and 0 < top_p <= 1
+        and MAX_NEW_TOKENS_MIN <= max_new_tokens <= MAX_NEW_TOKENS_MAX
+    ):
+        raise RolloutError(SETTINGS_RANGES)
+    if sandbox not in ISOLATING_BACKENDS:
+        raise RolloutError(f"sandbox must be {' or '.join(ISOLATING_BACKENDS)}")
+
+
+@transaction.atomic
+def start_batch(
+    suite: TaskSuite,
+    policy_kind: str,
+    model: str = "",
+    *,
+    samples: int = 1,
+    temperature: float = TEMPERATURE_DEFAULT,
+    top_p: float = 1.0,
+    max_steps: int = MAX_STEPS_DEFAULT,
+    sandbox: str = DEFAULT_BACKEND,
+    seed: int = 0,
+    base_url: str = "",
+    max_new_tokens: int = MAX_NEW_TOKENS_DEFAULT,
+    user: Any = None,
+    enqueue: bool = True,
+) -> RolloutBatch:
+    check_batch_settings(
+        policy_kind,
+        samples=samples,
+        temperature=temperature,
+        top_p=top_p,
+        max_steps=max_steps,
+        sandbox=sandbox,
+        base_url=base_url,
+        max_new_tokens=max_new_tokens,
+    )
+    tasks = list(suite.tasks.order_by("task_id"))
+    if not tasks:
+        raise RolloutError(f"suite {suite.name} has no tasks")
+    if policy_kind == PolicyKind.SCRIPTED and any(not t.expected_patch.strip() for t in tasks):
+        raise RolloutError("the scripted policy needs every task to have an expected patch")
+    batch = RolloutBatch.objects.create(
+        suite=suite,
+        policy_kind=policy_kind,
+        model=model or default_model(policy_kind),
+        base_url=base_url,
+        samples=samples,
+        temperature=temperature,
+        top_p=top_p,
+        max_steps=max_steps,
+        sandbox=sandbox,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        created_by=user if getattr(user, "pk", None) else None,
+    )
+    now = timezone.now()
+    Trajectory.objects.bulk_create(
+        [
+            Trajectory(
+                trajectory_id=rollout_id(batch, t.task_id, i),
+                batch=batch,
+                sample_index=i,
+                task=t,
+                suite=suite,
+                task_ref=t.task_id,
+                task_version=t.version,
+                base_commit=t.base_commit,
+                status=Trajectory.Status.QUEUED,
+                source=Trajectory.Source.ONLINE,
+                created_at=now,
+            )
+            for t in tasks
+            for i in range(samples)
+        ]
+    )
+    logger.info(
+        "batch %s created: suite %s, policy %s (%s), %d trajectories",
+        batch.pk,
+        suite.name,
+        policy_kind,
+        batch.model,
+        len(tasks) * samples,
+    )
+    if enqueue:
+        transaction.on_commit(lambda: enqueue_missing(batch))
+    return batch
+
+
+def default_model(policy_kind: str) -> str:
+    if policy_kind == PolicyKind.SCRIPTED:
+        return "oracle"
+    if policy_kind == PolicyKind.HF:
+        return str(settings.CRUCIBLE_DEFAULT_MODEL)
+    return ""
+
+
+def pending(batch: RolloutBatch, stale_after: float | None = None) -> list[Trajectory]:
+    """Trajectories still to run: queued, failed, cancelled, or running with a dead heartbeat."""
+    waiting = Q(status__in=[Trajectory.Status.QUEUED, Trajectory.Status.FAILED, Trajectory.Status.CANCELLED])
+    if stale_after is not None:
+        waiting |= stale_running(stale_after)
+    return list(batch.trajectories.filter(waiting).order_by("id"))
+
+
+def enqueue_missing(batch: RolloutBatch, stale_after: float | None = None) -> int:
+    todo = pending(batch, stale_after)
+    for trajectory in todo:
+        run_trajectory_job.delay(trajectory.pk, stale_after)
+    logger.info("batch %s: %d trajectories enqueued", batch.pk, len(todo))
+    return len(todo)
+
+
+def resume_batch(batch: RolloutBatch, stale_after: float = 120.0) -> int:
+    """Re-run only what is missing; a trajectory already finished is never run twice."""
+    RolloutBatch.objects.filter(pk=batch.pk).update(status=RolloutBatch.Status.QUEUED, finished_at=None)
+    return enqueue_missing(batch, stale_after)
+
+
+def cancel_batch(batch: RolloutBatch) -> None:
+    with transaction.atomic():
+        RolloutBatch.objects.filter(pk=batch.pk).update(status=RolloutBatch.Status.CANCELLED)
+        left = batch.trajectories.filter(status=Trajectory.Status.QUEUED).update(status=Trajectory.Status.CANCELLED)
+        event: BatchStatusEvent = {"kind": "status", "status": RolloutBatch.Status.CANCELLED}
+        publish_on_commit(batch_live_group(batch.pk), event)
+    logger.info("batch %s cancelled; %d queued trajectories will not run", batch.pk, left)

@@ -1,0 +1,86 @@
+"""Policies by kind: the one place that says how each kind of policy is built.
+
+Plain Python (no Django), Baserow's registry pattern: a kind, a factory, registered once.
+A new kind of policy (a training checkpoint served some other way, say) registers its
+factory here or from its app's `AppConfig.ready()`; nothing else changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.vocabulary import PolicyKind
+from trajectories.policies.base import Policy, PolicyError
+from trajectories.policies.hf import HFPolicy
+from trajectories.policies.openai import OpenAIPolicy
+from trajectories.policies.scripted import ScriptedPolicy
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicySettings:
+    """What a policy is built from: its batch's settings, for one task and one sample."""
+
+    model: str
+    base_url: str = ""
+    temperature: float
+    top_p: float
+    seed: int
+    max_new_tokens: int
+    base_dir: Path  # the task's base snapshot
+    expected_patch: str = ""  # the oracle's answer
+
+
+PolicyFactory = Callable[[PolicySettings], Policy]
+
+
+class PolicyRegistry:
+    def __init__(self) -> None:
+        self._factories: dict[str, PolicyFactory] = {}
+
+    def register(self, kind: PolicyKind, factory: PolicyFactory) -> None:
+        if kind in self._factories:
+            raise ValueError(f"policy kind {kind!r} is registered twice")
+        self._factories[kind] = factory
+
+    def kinds(self) -> list[str]:
+        return list(self._factories)
+
+    def build(self, kind: str, settings: PolicySettings) -> Policy:
+        try:
+            factory = self._factories[kind]
+        except KeyError:
+            raise PolicyError(f"unknown policy {kind!r} (known: {', '.join(self._factories)})") from None
+        return factory(settings)
+
+
+def _scripted(settings: PolicySettings) -> Policy:
+    return ScriptedPolicy(settings.base_dir, settings.expected_patch)
+
+
+def _hf(settings: PolicySettings) -> Policy:
+    return HFPolicy(
+        settings.model,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        seed=settings.seed,
+        max_new_tokens=settings.max_new_tokens,
+    )
+
+
+def _openai(settings: PolicySettings) -> Policy:
+    return OpenAIPolicy(
+        settings.base_url,
+        settings.model,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        seed=settings.seed,
+        max_tokens=settings.max_new_tokens,
+    )
+
+
+policy_registry = PolicyRegistry()
+policy_registry.register(PolicyKind.SCRIPTED, _scripted)
+policy_registry.register(PolicyKind.HF, _hf)
+policy_registry.register(PolicyKind.OPENAI, _openai)
