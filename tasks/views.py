@@ -38,8 +38,13 @@ def _suite_context(suite: TaskSuite) -> dict[str, object]:
     columns = load_suite_columns(tasks)
     rows = [(task, [(loaded.column, loaded.values.get(task.pk)) for loaded in columns]) for task in tasks]
     statuses = Counter(task.validation_status for task in tasks)
-    return {"suite": suite, "rows": rows, "columns": columns, "statuses": sorted(statuses.items()),
-            "last_run": suite.validation_runs.first()}
+    return {
+        "suite": suite,
+        "rows": rows,
+        "columns": columns,
+        "statuses": sorted(statuses.items()),
+        "last_run": suite.validation_runs.first(),
+    }
 
 
 @role_required()
@@ -49,8 +54,12 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
     return render(
         request,
         "tasks/task_detail.html",
-        {"task": task, "tree": file_tree(task.snapshot_files), "tests_tree": file_tree(task.tests_files),
-         "trajectories": recent},
+        {
+            "task": task,
+            "tree": file_tree(task.snapshot_files),
+            "tests_tree": file_tree(task.tests_files),
+            "trajectories": recent,
+        },
     )
 
 
@@ -88,8 +97,12 @@ def validate_suite(request: HttpRequest, suite: str) -> HttpResponse:
         runs = int(request.POST.get("runs", "5"))
         run = start_validation_run(suite_obj, runs, request.user)
     except (ValueError, TaskDirError):
-        return render(request, "tasks/suite_detail.html", _suite_context(suite_obj) | {
-            "form_error": "Runs must be a whole number from 1 to 20."}, status=400)
+        return render(
+            request,
+            "tasks/suite_detail.html",
+            _suite_context(suite_obj) | {"form_error": "Runs must be a whole number from 1 to 20."},
+            status=400,
+        )
     return redirect("tasks:validation-run", suite=suite_obj.name, run_id=run.pk)
 
 

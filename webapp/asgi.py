@@ -20,8 +20,6 @@ from webapp.consumers import LiveConsumer  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter([path("ws/", LiveConsumer.as_asgi())]))
-        ),
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter([path("ws/", LiveConsumer.as_asgi())]))),
     }
 )

@@ -33,9 +33,15 @@ def rollout_metrics(hours: int = 24) -> dict[str, Any]:
     """Seed §8's three, over the last day of rollouts made here."""
     since = timezone.now() - timedelta(hours=hours)
     recent = Trajectory.objects.filter(batch__isnull=False, status=Trajectory.Status.FINISHED, heartbeat_at__gte=since)
-    startups = [s["startup_ms"] for s in recent.values_list("sandbox", flat=True)
-                if isinstance(s, dict) and isinstance(s.get("startup_ms"), int | float)]
+    startups = [
+        s["startup_ms"]
+        for s in recent.values_list("sandbox", flat=True)
+        if isinstance(s, dict) and isinstance(s.get("startup_ms"), int | float)
+    ]
     latency = Step.objects.filter(trajectory__in=recent).aggregate(avg=Avg("duration_ms"))["avg"]
-    return {"per_hour": round(recent.count() / hours, 1), "finished": recent.count(),
-            "startup_ms": round(sum(startups) / len(startups), 1) if startups else None,
-            "step_ms": round(latency, 1) if latency is not None else None}
+    return {
+        "per_hour": round(recent.count() / hours, 1),
+        "finished": recent.count(),
+        "startup_ms": round(sum(startups) / len(startups), 1) if startups else None,
+        "step_ms": round(latency, 1) if latency is not None else None,
+    }

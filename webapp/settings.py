@@ -165,7 +165,10 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer", "rest_framework.renderers.BrowsableAPIRenderer"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Crucible API",
@@ -190,16 +193,26 @@ CRUCIBLE_SANDBOX_BACKEND = envchoice("CRUCIBLE_SANDBOX_BACKEND", DEFAULT_BACKEND
 CRUCIBLE_DEFAULT_MODEL = envstr("CRUCIBLE_DEFAULT_MODEL", str(BASE_DIR / "var" / "models" / "smollm2-135m-instruct"))
 # Licences a task's repository may have to be used for training without a person's say.
 CRUCIBLE_LICENSE_ALLOWLIST = envlist(
-    "CRUCIBLE_LICENSE_ALLOWLIST", ["MIT", "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "ISC", "Unlicense", "0BSD",
-                                   "Python-2.0", "PSF-2.0"]
+    "CRUCIBLE_LICENSE_ALLOWLIST",
+    ["MIT", "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause", "ISC", "Unlicense", "0BSD", "Python-2.0", "PSF-2.0"],
 )
 
 # Crucible's own modules log job starts/finishes/failures, sandbox kills and scoring verdicts
 # at INFO; LOG_LEVEL changes that (DEBUG for more, WARNING for quiet). Other libraries stay at
 # WARNING. A Celery worker sends these to its --logfile (var/log/celery.log under `make run`).
 LOG_LEVEL = envchoice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
-CRUCIBLE_LOGGERS = ("core", "patches", "sandbox", "tasks", "trajectories", "rewards", "annotation", "training",
-                    "evaluation", "webapp")
+CRUCIBLE_LOGGERS = (
+    "core",
+    "patches",
+    "sandbox",
+    "tasks",
+    "trajectories",
+    "rewards",
+    "annotation",
+    "training",
+    "evaluation",
+    "webapp",
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

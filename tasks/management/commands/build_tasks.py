@@ -44,8 +44,10 @@ class Command(BaseCommand):
                 result = import_task_dirs(out, options["suite"])
             except (BuildError, TaskDirError, OSError, json.JSONDecodeError) as exc:
                 raise CommandError(str(exc)) from None
-        self.stdout.write(f"{len(built)} task(s) built into suite {result.suite}: {result.created} created, "
-                          f"{result.updated} updated, {result.unchanged} unchanged")
+        self.stdout.write(
+            f"{len(built)} task(s) built into suite {result.suite}: {result.created} created, "
+            f"{result.updated} updated, {result.unchanged} unchanged"
+        )
         if options["validate"]:
             tasks = Task.objects.filter(task_id__in=built).order_by("task_id")
             counts = {"valid": 0, "flaky": 0, "invalid": 0}
@@ -64,13 +66,16 @@ class Command(BaseCommand):
             raise BuildError(f"{repo}: no commit changes both code and tests within the size limits")
         built = []
         for candidate in tqdm(found, desc="building", unit="task", disable=quiet, file=self.stderr._out):
-            built.append(git_history.build_task(repo, candidate, out, issues, repo.resolve().name, options["license"]).name)
+            built.append(
+                git_history.build_task(repo, candidate, out, issues, repo.resolve().name, options["license"]).name
+            )
         return built
 
     def _from_log(self, options: dict[str, Any], out: Path) -> list[str]:
         if options["repo"] is None or not options["repo"].is_dir():
             raise BuildError("--from-log needs --repo DIR, the repository the log came from")
         patch = options["patch"].read_text() if options["patch"] else ""
-        task = error_log.build_task(options["repo"], options["from_log"].read_text(errors="replace"), out,
-                                    options["test"] or None, patch)
+        task = error_log.build_task(
+            options["repo"], options["from_log"].read_text(errors="replace"), out, options["test"] or None, patch
+        )
         return [task.name]

@@ -22,14 +22,20 @@ class Command(BaseCommand):
         parser.add_argument("path", type=Path)
         parser.add_argument("--suite", default=None, help="suite name (default: 'default')")
         parser.add_argument("--split", choices=values(Split), default=None)
-        parser.add_argument("--repos", type=Path, default=None,
-                            help="for SWE-bench JSONL: a folder with a local clone of each repository")
+        parser.add_argument(
+            "--repos",
+            type=Path,
+            default=None,
+            help="for SWE-bench JSONL: a folder with a local clone of each repository",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path: Path = options["path"]
 
         def progress(items: Any) -> Any:
-            return tqdm(items, desc="reading tasks", unit="task", disable=options["verbosity"] == 0, file=self.stderr._out)
+            return tqdm(
+                items, desc="reading tasks", unit="task", disable=options["verbosity"] == 0, file=self.stderr._out
+            )
 
         try:
             if path.suffix == ".jsonl":

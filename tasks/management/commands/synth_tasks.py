@@ -32,9 +32,10 @@ class Command(BaseCommand):
         if not repo.is_dir():
             raise CommandError(f"{repo}: not a directory")
         quiet = options["verbosity"] == 0
-        with tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp, tqdm(
-            total=options["count"], desc="mutants kept", unit="task", disable=quiet, file=self.stderr._out
-        ) as bar:
+        with (
+            tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp,
+            tqdm(total=options["count"], desc="mutants kept", unit="task", disable=quiet, file=self.stderr._out) as bar,
+        ):
 
             def progress(kept: int, tried: int) -> None:
                 bar.n = kept
@@ -42,16 +43,24 @@ class Command(BaseCommand):
                 bar.refresh()
 
             try:
-                built = synthesize(repo, options["count"], options["seed"], Path(tmp), combined=options["combine"],
-                                   progress=progress)
+                built = synthesize(
+                    repo, options["count"], options["seed"], Path(tmp), combined=options["combine"], progress=progress
+                )
                 result = import_task_dirs(Path(tmp), options["suite"])
             except (BuildError, TaskDirError, SandboxError) as exc:
                 raise CommandError(str(exc)) from None
-        self.stdout.write(f"{len(built)} task(s) into suite {result.suite}: {result.created} created, "
-                          f"{result.updated} updated, {result.unchanged} unchanged")
+        self.stdout.write(
+            f"{len(built)} task(s) into suite {result.suite}: {result.created} created, "
+            f"{result.updated} updated, {result.unchanged} unchanged"
+        )
         if options["validate"]:
             counts = {"valid": 0, "flaky": 0, "invalid": 0}
-            for task in tqdm(list(Task.objects.filter(task_id__in=[p.name for p in built])), desc="validating",
-                             unit="task", disable=quiet, file=self.stderr._out):
+            for task in tqdm(
+                list(Task.objects.filter(task_id__in=[p.name for p in built])),
+                desc="validating",
+                unit="task",
+                disable=quiet,
+                file=self.stderr._out,
+            ):
                 counts[validate_task(task, options["runs"]).status] += 1
             self.stdout.write(", ".join(f"{n} {s}" for s, n in counts.items()))

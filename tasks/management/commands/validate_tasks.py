@@ -33,10 +33,12 @@ class Command(BaseCommand):
         if not selected:
             raise CommandError("no tasks match")
         counts: Counter[str] = Counter()
-        with tqdm(selected, unit="task", desc="validating", disable=options["verbosity"] == 0,
-                  file=self.stderr._out) as bar:
+        with tqdm(
+            selected, unit="task", desc="validating", disable=options["verbosity"] == 0, file=self.stderr._out
+        ) as bar:
             for task in bar:
                 bar.set_postfix_str(task.task_id)
+
                 def show(step: str, task_id: str = task.task_id) -> None:
                     bar.set_postfix_str(f"{task_id}: {step}")
 
