@@ -24,6 +24,27 @@ DETECTORS = (
     "timeout",
     "inconsistent_test_run",
     "patch_does_not_apply",
+    # Admission: a change of a kind a patch may not make (binary, bytecode, packaging metadata, ...).
+    "inadmissible_change",
+    # Behaviour checks: a canary test passed or the runner was found altered in-process.
+    "forged_test_run",
+    # Behaviour checks: a sentinel twin of a FAIL_TO_PASS assertion passed.
+    "always_equal_result",
+    # The test report was not a small regular file (a FIFO, a symlink, oversized, late).
+    "unsafe_report",
+    # Static evidence (AST) for a person: dynamic code, reflection over the runner, exit hooks.
+    "dynamic_code",
+    "runner_reflection",
+    "process_exit_hook",
+)
+# What admission can refuse (DESIGN "Rewards"); the spec's `admission.refuse` picks from these.
+ADMISSION_RULES = (
+    "binary",  # binary hunks (a binary file that decodes as UTF-8 text is judged as text instead)
+    "bytecode",  # *.pyc, *.pyo, __pycache__/
+    "packaging_metadata",  # *.dist-info, *.egg-info, entry_points.txt, *.pth
+    "vcs_config",  # .gitignore, .gitattributes, .gitmodules
+    "symlink_outside",  # symlinks whose target leaves the tree
+    "mode_change",  # executable-bit changes
 )
 
 
@@ -38,6 +59,7 @@ class RewardSpec:
     process: dict[str, Any]
     negative_value: float
     policies: dict[str, str]
+    admission: frozenset[str] = frozenset(ADMISSION_RULES)
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -62,7 +84,7 @@ def parse_spec(data: Any) -> RewardSpec:
         raise SpecError("a reward spec must be a mapping")
     defaults = yaml.safe_load(DEFAULT_SPEC_PATH.read_text())
     merged: dict[str, Any] = {**defaults, **data}
-    for section in ("outcome", "process", "anticheat"):
+    for section in ("outcome", "process", "anticheat", "admission"):
         given = data.get(section, {})
         if not isinstance(given, dict):
             raise SpecError(f"{section} must be a mapping")
@@ -92,12 +114,19 @@ def parse_spec(data: Any) -> RewardSpec:
             raise SpecError(f"anticheat.policies.{detector}: unknown detector (known: {', '.join(DETECTORS)})")
         if policy not in POLICIES:
             raise SpecError(f"anticheat.policies.{detector} must be one of {', '.join(POLICIES)}")
+    refuse = merged["admission"].get("refuse")
+    if not isinstance(refuse, list) or not all(isinstance(rule, str) for rule in refuse):
+        raise SpecError("admission.refuse must be a list of rule names")
+    unknown = sorted(set(refuse) - set(ADMISSION_RULES))
+    if unknown:
+        raise SpecError(f"admission.refuse: unknown rule {unknown[0]!r} (known: {', '.join(ADMISSION_RULES)})")
     return RewardSpec(
         name=name,
         outcome=outcome,
         process=process,
         negative_value=_number(merged["anticheat"], "negative_value", "anticheat"),
         policies=dict(policies),
+        admission=frozenset(refuse),
         raw=merged,
     )
 
