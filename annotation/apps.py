@@ -15,7 +15,7 @@ class AnnotationConfig(AppConfig):
 
     def ready(self) -> None:
         # Imported here, not at the top: models are not ready while app configs load.
-        from annotation.queries import labels_prefetch, review_marks
+        from annotation.queries import flag_review, labels_prefetch, review_marks
         from trajectories.sections import Slot, TrajectorySection, register_trajectory_section
 
         def load(trajectory: Trajectory) -> dict[str, Any]:
@@ -30,5 +30,11 @@ class AnnotationConfig(AppConfig):
                 templates={Slot.SUMMARY: "annotation/_review_marks.html", Slot.STEP: "annotation/_step_labels.html"},
                 load=load,
                 steps=with_labels,
+            )
+        )
+        # The trajectory's own flags and their clearings: review flags keep it out of training sets.
+        register_trajectory_section(
+            TrajectorySection(
+                key="flag_clearances", templates={Slot.SUMMARY: "annotation/_flag_clearances.html"}, load=flag_review
             )
         )

@@ -1,6 +1,9 @@
-"""Reviewers' judgements: labels on steps and marks on trajectories."""
+"""Reviewers' judgements: labels on steps, marks on trajectories, clearings of flags."""
 
 from __future__ import annotations
+
+import hashlib
+import json
 
 from django.conf import settings
 from django.db import models
@@ -47,3 +50,38 @@ class ReviewMark(models.Model):
 
     def __str__(self) -> str:
         return f"review {self.trajectory_id}"
+
+
+def flag_key(flag: object) -> str:
+    """A short, stable name for one flag's exact content (detector, evidence, where).
+
+    A clearing names the flags it cleared by these keys; a flag whose evidence changed (the
+    trajectory was scored again and something else turned up) has another key, so it was not
+    cleared by anyone yet.
+    """
+    canonical = json.dumps(flag, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class FlagClearance(models.Model):
+    """A reviewer looked at a trajectory's flags and judged them harmless, and said why.
+
+    Flags whose policy is `review` keep a trajectory out of training sets until cleared
+    (training.curation); the row is the record of who cleared what, when and why.
+    """
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="flag_clearances")
+    reviewer = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="flag_clearances")
+    flags = models.JSONField(default=list)  # the cleared flags, exactly as the trajectory carried them
+    spec_version = models.CharField(max_length=120)  # the reward spec that raised them
+    reason = models.TextField(max_length=MAX_COMMENT)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"flags of {self.trajectory_id} cleared by {self.reviewer_id}"
+
+    def flag_keys(self) -> set[str]:
+        return {flag_key(flag) for flag in self.flags}

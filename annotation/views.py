@@ -1,4 +1,4 @@
-"""Pages that record reviewers' step labels and review marks; htmx swaps the partials they render."""
+"""Pages that record reviewers' step labels, review marks and flag clearings; htmx swaps the partials they render."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
-from annotation.queries import labels_prefetch, review_marks
-from annotation.services import AnnotationError, label_step, mark_for_review
+from annotation.queries import flag_review, labels_prefetch, review_marks
+from annotation.services import AnnotationError, clear_flags, label_step, mark_for_review
 from core.permissions import role_required
 from trajectories.models import Step, Trajectory
 
@@ -43,3 +43,19 @@ def add_review_mark(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     except AnnotationError as exc:
         return HttpResponse(str(exc), status=400, content_type="text/plain")
     return render(request, "annotation/_review_marks.html", {"review_marks": review_marks(trajectory), "t": trajectory})
+
+
+@require_POST
+@role_required()
+def clear_trajectory_flags(request: HttpRequest, trajectory_id: str) -> HttpResponse:
+    trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
+    assert isinstance(request.user, User)
+    status = 200
+    error = ""
+    try:
+        clear_flags(request.user, trajectory, request.POST.getlist("flag"), request.POST.get("reason", ""))
+    except AnnotationError as exc:
+        error, status = str(exc), 400
+    trajectory.refresh_from_db(fields=["flags", "scored_spec", "scored_at"])
+    context = {**flag_review(trajectory), "t": trajectory, "error": error}
+    return render(request, "annotation/_flag_clearances.html", context, status=status)

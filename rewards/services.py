@@ -8,6 +8,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from core.vocabulary import ActionType, Termination
 from rewards.anticheat import scan_commands
@@ -74,8 +75,11 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
                 if r.step in by_number
             ]
             Step.objects.bulk_update(updates, ["reward", "reward_breakdown"], batch_size=1000)
+            # The trajectory's outcome is the verified one, always with the spec that computed it:
+            # curation and the rollout command wait on scored_at, and never read `claimed`.
             trajectory.final_reward, trajectory.success, trajectory.flags = score.reward, score.resolved, flags
-            trajectory.save(update_fields=["final_reward", "success", "flags"])
+            trajectory.scored_spec, trajectory.scored_at = spec.version, timezone.now()
+            trajectory.save(update_fields=["final_reward", "success", "flags", "scored_spec", "scored_at"])
     except IntegrityError:
         logger.info(
             "trajectory %s was scored under %s by another scorer first; keeping that reward",

@@ -1,18 +1,29 @@
-"""Curation (seed §4.3): filter rules and a priority sampler produce a frozen TrainingSet."""
+"""Curation (seed §4.3): filter rules and a priority sampler produce a frozen TrainingSet.
+
+Every training set is verified: it is chosen by rewards Crucible computed under one named
+reward spec (recorded in the set's rule), never by what an imported file claims. A
+trajectory with no reward under that spec does not enter, and neither does one carrying a
+flag whose policy is `review` until a reviewer has cleared that flag (annotation).
+"""
 
 from __future__ import annotations
 
 import logging
 import random
 import time
+import uuid
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
-from django.db.models import Max
+from django.db.models import F, FilteredRelation, Max, Q
 
+from annotation.models import flag_key
+from annotation.queries import cleared_flag_keys
 from core.vocabulary import TrajectoryStatus
+from rewards.spec import RewardSpec, load_spec
 from training.models import TrainingSet
 from trajectories.models import Trajectory
 from trajectories.queries import TrajectoryFilter
@@ -22,6 +33,7 @@ logger = logging.getLogger(__name__)
 # Each lost race for a version costs one retry; more than a handful of writers freezing the
 # same name at the same moment is not a real workload.
 VERSION_ATTEMPTS = 5
+REVIEW = "review"  # the reward spec's policy that asks a person (rewards.spec.POLICIES)
 
 
 class CurationError(ValueError):
@@ -38,6 +50,8 @@ class CurationRule:
     size: int | None = None
     success_ratio: float | None = None  # priority sampler: this share successes, the rest failures
     seed: int = 0
+    # The reward spec whose verified rewards choose the set; empty means the current one.
+    spec_version: str = ""
 
     def check(self) -> None:
         if self.per_task_limit is not None and self.per_task_limit < 1:
@@ -50,36 +64,116 @@ class CurationRule:
             raise CurationError("max duplicate rate must be between 0 and 1")
 
 
-def select(rule: CurationRule) -> list[Trajectory]:
+@dataclass(frozen=True, kw_only=True)
+class Candidate:
+    """A trajectory as curation sees it: its outcome is the verified reward under the rule's spec."""
+
+    pk: int
+    trajectory_id: uuid.UUID
+    task_ref: str
+    patch: str
+    duplicate_rate: float
+    reward: float
+    success: bool
+    flags: list[Any]
+
+
+@dataclass
+class Selection:
+    spec_version: str
+    chosen: list[Candidate]
+    unscored: int = 0  # matched the filter but have no reward under the spec
+    awaiting_review: int = 0  # carry a review flag no reviewer has cleared
+
+
+def _spec_for(rule: CurationRule, spec: RewardSpec | None) -> RewardSpec:
+    spec = spec or load_spec()
+    if rule.spec_version and rule.spec_version != spec.version:
+        raise CurationError(
+            f"the rule names reward spec {rule.spec_version}, but the spec in use is {spec.version}: "
+            "score the trajectories under it, or curate under the current spec"
+        )
+    return spec
+
+
+def review_flags(flags: list[Any], spec: RewardSpec) -> list[dict[str, Any]]:
+    """The flags that wait for a person under `spec` (a detector the spec does not know does too)."""
+    return [f for f in flags if not isinstance(f, dict) or spec.policy(str(f.get("detector"))) == REVIEW]
+
+
+def select(rule: CurationRule, spec: RewardSpec | None = None) -> Selection:
+    """The trajectories a rule chooses, by their verified rewards under one reward spec."""
     rule.check()
+    spec = _spec_for(rule, spec)
     flt = TrajectoryFilter(rule.query, queryset=Trajectory.objects.filter(status=TrajectoryStatus.FINISHED))
     if not flt.is_valid():
         raise CurationError(f"bad filter: {dict(flt.errors)}")
-    qs = flt.qs.only("id", "trajectory_id", "task_ref", "success", "final_reward", "patch", "duplicate_rate")
-    if rule.successes_only:
-        qs = qs.filter(success=True)
+    matching = flt.qs
     if rule.max_duplicate_rate is not None:
-        qs = qs.filter(duplicate_rate__lte=rule.max_duplicate_rate)
-    chosen = list(qs.order_by("task_ref", "-final_reward", "id"))
+        matching = matching.filter(duplicate_rate__lte=rule.max_duplicate_rate)
+    # The reward row under the named spec, not the trajectory's own columns: those hold the
+    # latest scoring under whatever spec, and an imported file's claim is never among them.
+    verified = matching.annotate(
+        verified=FilteredRelation("rewards", condition=Q(rewards__spec_version=spec.version))
+    ).filter(verified__isnull=False)
+    if rule.successes_only:
+        verified = verified.filter(verified__resolved=True)
+    rows = verified.order_by("task_ref", "-verified__reward", "id").values(
+        "pk",
+        "trajectory_id",
+        "task_ref",
+        "patch",
+        "duplicate_rate",
+        verified_reward=F("verified__reward"),
+        verified_success=F("verified__resolved"),
+        verified_flags=F("verified__flags"),
+    )
+    candidates = [
+        Candidate(
+            pk=row["pk"],
+            trajectory_id=row["trajectory_id"],
+            task_ref=row["task_ref"],
+            patch=row["patch"],
+            duplicate_rate=row["duplicate_rate"],
+            reward=row["verified_reward"],
+            success=bool(row["verified_success"]),
+            flags=row["verified_flags"] or [],
+        )
+        for row in rows
+    ]
+    unscored = matching.exclude(rewards__spec_version=spec.version).count()
+    chosen, awaiting_review = _without_uncleared_review_flags(candidates, spec)
     if rule.require_discrimination:
-        rewards: dict[str, set[float | None]] = defaultdict(set)
-        for t in chosen:
-            rewards[t.task_ref].add(t.final_reward)
-        chosen = [t for t in chosen if len(rewards[t.task_ref]) > 1]
+        rewards: dict[str, set[float]] = defaultdict(set)
+        for c in chosen:
+            rewards[c.task_ref].add(c.reward)
+        chosen = [c for c in chosen if len(rewards[c.task_ref]) > 1]
     if rule.per_task_limit is not None:
         chosen = _diverse(chosen, rule.per_task_limit)
-    return _sample(chosen, rule)
+    return Selection(
+        spec_version=spec.version,
+        chosen=_sample(chosen, rule),
+        unscored=unscored,
+        awaiting_review=awaiting_review,
+    )
 
 
-def _diverse(trajectories: list[Trajectory], limit: int) -> list[Trajectory]:
+def _without_uncleared_review_flags(candidates: list[Candidate], spec: RewardSpec) -> tuple[list[Candidate], int]:
+    flagged = {c.pk: review_flags(c.flags, spec) for c in candidates}
+    cleared = cleared_flag_keys(pk for pk, flags in flagged.items() if flags)
+    kept = [c for c in candidates if all(flag_key(f) in cleared.get(c.pk, set()) for f in flagged[c.pk])]
+    return kept, len(candidates) - len(kept)
+
+
+def _diverse(trajectories: list[Candidate], limit: int) -> list[Candidate]:
     """Per task, distinct patches before repeats of a solution path already kept."""
-    out: list[Trajectory] = []
-    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    out: list[Candidate] = []
+    by_task: dict[str, list[Candidate]] = defaultdict(list)
     for t in trajectories:
         by_task[t.task_ref].append(t)
     for group in by_task.values():
-        first: list[Trajectory] = []
-        rest: list[Trajectory] = []
+        first: list[Candidate] = []
+        rest: list[Candidate] = []
         seen: set[str] = set()
         for t in group:
             (rest if t.patch in seen else first).append(t)
@@ -88,7 +182,7 @@ def _diverse(trajectories: list[Trajectory], limit: int) -> list[Trajectory]:
     return out
 
 
-def _sample(trajectories: list[Trajectory], rule: CurationRule) -> list[Trajectory]:
+def _sample(trajectories: list[Candidate], rule: CurationRule) -> list[Candidate]:
     rng = random.Random(rule.seed)  # noqa: S311  (a reproducible sample, not a secret)
     if rule.size is None:
         return trajectories
@@ -96,12 +190,12 @@ def _sample(trajectories: list[Trajectory], rule: CurationRule) -> list[Trajecto
         pool = list(trajectories)
         rng.shuffle(pool)
         return pool[: rule.size]
-    successes = sorted((t for t in trajectories if t.success), key=lambda t: -(t.final_reward or 0))
+    successes = sorted((t for t in trajectories if t.success), key=lambda t: -t.reward)
     failures = [t for t in trajectories if not t.success]
     want = round(rule.size * rule.success_ratio)
     picked = successes[:want]
     # Representative failures: round-robin over tasks, so no single task dominates.
-    by_task: dict[str, list[Trajectory]] = defaultdict(list)
+    by_task: dict[str, list[Candidate]] = defaultdict(list)
     for t in failures:
         by_task[t.task_ref].append(t)
     for group in by_task.values():
@@ -143,33 +237,49 @@ def _create_next_version(name: str, fields: dict[str, object]) -> TrainingSet:
 
 @transaction.atomic
 def build_training_set(
-    name: str, rule: CurationRule, user: AbstractBaseUser | AnonymousUser | None = None
+    name: str,
+    rule: CurationRule,
+    user: AbstractBaseUser | AnonymousUser | None = None,
+    spec: RewardSpec | None = None,
 ) -> TrainingSet:
+    """Freeze the rule's choice as the next version of `name`; the rule records the spec that chose it."""
     started = time.monotonic()
-    chosen = select(rule)
+    selection = select(rule, spec)
+    chosen = selection.chosen
     if not chosen:
-        raise CurationError("the rule chose no trajectory")
-    successes = sum(bool(t.success) for t in chosen)
+        raise CurationError(
+            f"the rule chose no trajectory: under reward spec {selection.spec_version}, "
+            f"{selection.unscored} matching trajectories have no reward yet (score them first) and "
+            f"{selection.awaiting_review} wait for a reviewer to clear their review flags"
+        )
+    successes = sum(c.success for c in chosen)
     training_set = _create_next_version(
         name,
         {
-            "rule": asdict(rule),
-            "trajectory_ids": [str(t.trajectory_id) for t in chosen],
+            "rule": asdict(replace(rule, spec_version=selection.spec_version)),
+            "trajectory_ids": [str(c.trajectory_id) for c in chosen],
             "stats": {
                 "trajectories": len(chosen),
                 "successes": successes,
                 "failures": len(chosen) - successes,
-                "tasks": len({t.task_ref for t in chosen}),
+                "tasks": len({c.task_ref for c in chosen}),
+                "verified": True,
+                "unscored_left_out": selection.unscored,
+                "awaiting_review_left_out": selection.awaiting_review,
             },
             "created_by": user if user is not None and user.pk else None,
         },
     )
     logger.info(
-        "training set %s v%d frozen: %d trajectories (%d successes) by user %s in %.2fs",
+        "training set %s v%d frozen under %s: %d trajectories (%d successes), %d unscored and %d awaiting review "
+        "left out, by user %s in %.2fs",
         name,
         training_set.version,
+        selection.spec_version,
         len(chosen),
         successes,
+        selection.unscored,
+        selection.awaiting_review,
         getattr(user, "pk", None),
         time.monotonic() - started,
     )

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import F, FilteredRelation, Q, QuerySet
 
+from rewards.models import Reward
 from training.models import TrainingSet
-from trajectories.exports import iter_trajectory_lines
+from trajectories.exports import OutcomeOverride, iter_trajectory_lines
 from trajectories.models import Trajectory
 
 # The detail page lists this many members; the export always has them all.
@@ -19,15 +21,45 @@ def training_sets() -> QuerySet[TrainingSet]:
     return TrainingSet.objects.all()[:LIST_ROWS]
 
 
-def member_rows(training_set: TrainingSet) -> QuerySet[Trajectory]:
-    return Trajectory.objects.filter(trajectory_id__in=training_set.trajectory_ids[:PAGE_ROWS]).only(
-        "trajectory_id", "task_ref", "success", "final_reward", "step_count", "duplicate_rate"
-    )
+def set_spec(training_set: TrainingSet) -> str:
+    """The reward spec whose verified rewards chose the set; "" for sets frozen before there was one."""
+    spec = training_set.rule.get("spec_version", "") if isinstance(training_set.rule, dict) else ""
+    return spec if isinstance(spec, str) else ""
+
+
+def member_rows(training_set: TrainingSet) -> list[dict[str, Any]]:
+    """The members with the outcome that chose them: the reward under the set's spec."""
+    spec = set_spec(training_set)
+    members = Trajectory.objects.filter(trajectory_id__in=training_set.trajectory_ids[:PAGE_ROWS])
+    columns = ("trajectory_id", "task_ref", "step_count", "duplicate_rate")
+    if not spec:
+        return list(members.values(*columns, resolved=F("success"), reward=F("final_reward")))
+    under_spec = members.annotate(chosen_by=FilteredRelation("rewards", condition=Q(rewards__spec_version=spec)))
+    return list(under_spec.values(*columns, resolved=F("chosen_by__resolved"), reward=F("chosen_by__reward")))
+
+
+def _rewards_under(spec: str) -> OutcomeOverride:
+    def outcomes(pks: list[int]) -> dict[int, dict[str, Any]]:
+        rows = Reward.objects.filter(trajectory_id__in=pks, spec_version=spec)
+        return {
+            pk: {"final_reward": reward, "success": resolved, "flags": flags}
+            for pk, reward, resolved, flags in rows.values_list("trajectory_id", "reward", "resolved", "flags")
+        }
+
+    return outcomes
 
 
 def export_lines(training_set: TrainingSet) -> Iterator[bytes]:
-    """The set's trajectories as JSONL, in the trajectory schema, streamed."""
-    return iter_trajectory_lines(Trajectory.objects.filter(trajectory_id__in=training_set.trajectory_ids))
+    """The set's trajectories as JSONL, in the trajectory schema, streamed.
+
+    A verified set exports the outcome under the spec that chose it, so the file is the same
+    however often the trajectories are scored again under other specs.
+    """
+    spec = set_spec(training_set)
+    return iter_trajectory_lines(
+        Trajectory.objects.filter(trajectory_id__in=training_set.trajectory_ids),
+        outcomes=_rewards_under(spec) if spec else None,
+    )
 
 
 def export_filename(training_set: TrainingSet) -> str:

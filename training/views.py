@@ -11,7 +11,7 @@ from core.permissions import role_required
 from core.roles import RESEARCHER
 from training.curation import CurationError, CurationRule, build_training_set
 from training.models import TrainingSet
-from training.queries import export_filename, export_lines, member_rows, training_sets
+from training.queries import export_filename, export_lines, member_rows, set_spec, training_sets
 from trajectories.queries import TrajectoryFilter
 
 
@@ -68,7 +68,11 @@ def training_set_list(request: HttpRequest) -> HttpResponse:
 @role_required()
 def training_set_detail(request: HttpRequest, name: str, version: int) -> HttpResponse:
     training_set = get_object_or_404(TrainingSet, name=name, version=version)
-    return render(request, "training/training_set.html", {"ts": training_set, "rows": member_rows(training_set)})
+    return render(
+        request,
+        "training/training_set.html",
+        {"ts": training_set, "rows": member_rows(training_set), "spec_version": set_spec(training_set)},
+    )
 
 
 @role_required()

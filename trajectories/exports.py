@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +32,7 @@ TRAJECTORY_COLUMNS = (
     "success",
     "termination",
     "flags",
+    "claimed",
     "source",
     "created_at",
     "extra",
@@ -39,13 +40,20 @@ TRAJECTORY_COLUMNS = (
 )
 JSON_COLUMNS = frozenset({"action_input", "reward_breakdown", "extra"})
 EMPTY_OBJECT = "{}"
+# Given a chunk's trajectory primary keys, the outcome fields (final_reward, success, flags) to
+# write instead of the stored ones, e.g. a training set's rewards under the spec that chose it.
+OutcomeOverride = Callable[[list[int]], dict[int, dict[str, Any]]]
 
 
-def iter_trajectory_lines(queryset: QuerySet[Trajectory] | None = None) -> Iterator[bytes]:
+def iter_trajectory_lines(
+    queryset: QuerySet[Trajectory] | None = None, outcomes: OutcomeOverride | None = None
+) -> Iterator[bytes]:
     """JSONL lines for the trajectories, walked by primary key.
 
     Keyset paging (id > last) keeps each query cheap however far in we are; steps are
     read with fetchmany, so memory holds one batch of rows and one trajectory's steps.
+    final_reward, success and flags are the verified ones (null until scored); a claim
+    from an imported file goes out under `claimed` (trajectories.schema).
     """
     qs = (queryset if queryset is not None else Trajectory.objects.all()).order_by("id")
     last = 0
@@ -61,6 +69,10 @@ def iter_trajectory_lines(queryset: QuerySet[Trajectory] | None = None) -> Itera
             chunk.append(row)
             steps += row["step_count"]
         last = chunk[-1]["id"]
+        if outcomes is not None:
+            replaced = outcomes([row["id"] for row in chunk])
+            for row in chunk:
+                row.update(replaced.get(row["id"], {}))
         step_rows = _step_rows([row["id"] for row in chunk])
         pending = next(step_rows, None)
         for row in chunk:

@@ -37,10 +37,17 @@ class Trajectory(models.Model):
     policy_model = models.CharField(max_length=300, blank=True)
     sandbox = models.JSONField(default=dict, blank=True)
     patch = models.TextField(blank=True)
+    # final_reward, success and flags are VERIFIED: only the reward service writes them, with
+    # the spec version that computed them (scored_spec) and when (scored_at). A policy under
+    # training can write any number into a file, so what an imported file says about its own
+    # outcome is kept apart in `claimed` (trajectories.schema.ClaimedOutcome) and never trusted.
     final_reward = models.FloatField(null=True, blank=True)
     success = models.BooleanField(null=True, blank=True)
     termination = models.CharField(max_length=16, choices=choices(Termination), blank=True)
     flags = models.JSONField(default=list, blank=True)
+    scored_spec = models.CharField(max_length=120, blank=True)
+    scored_at = models.DateTimeField(null=True, blank=True)
+    claimed = models.JSONField(default=dict, blank=True)
     source = models.CharField(max_length=16, choices=choices(TrajectorySource), default=Source.IMPORTED)
     step_count = models.PositiveIntegerField(default=0)
     # Share of steps that repeat an earlier step's exact action (seed §4.3 "action validity").
@@ -71,6 +78,11 @@ class Trajectory(models.Model):
 
     def __str__(self) -> str:
         return str(self.trajectory_id)
+
+    @property
+    def is_scored(self) -> bool:
+        """Whether final_reward, success and flags were computed here (by the reward service)."""
+        return self.scored_at is not None
 
 
 class Step(models.Model):

@@ -3,6 +3,15 @@
 Plain Python, no Django: a trainer or a remote worker can read and write the format
 with the same rules. Every error names the line and the field, since records come
 from agents and other tools and are treated as hostile.
+
+Claimed and verified outcomes: a record's `final_reward`, `success` and `flags` are what
+Crucible's reward service computed, or null / [] while it has not scored the trajectory.
+What an imported file says about its own outcome is a claim: the import keeps it as
+`claimed` ({"final_reward", "success", "flags"}), never as the outcome, and the export
+writes it back under the `claimed` key (only when there is one), so that importing our
+own export gives the same store. A record whose top-level outcome is set claims that
+outcome (another instance's verified reward is a claim here too); otherwise its `claimed`
+object, if any, is the claim.
 """
 
 from __future__ import annotations
@@ -42,8 +51,10 @@ TOP_KEYS = frozenset(
         "flags",
         "source",
         "created_at",
+        "claimed",
     }
 )
+CLAIMED_KEYS = ("final_reward", "success", "flags")
 STEP_KEYS = frozenset(
     {
         "step",
@@ -86,6 +97,14 @@ class StepRecord(StepFields):
     reward: float | None
     reward_breakdown: dict[str, Any]
     extra: dict[str, Any]  # keys this schema does not know, kept for the export
+
+
+class ClaimedOutcome(TypedDict):
+    """What an imported record said about its own outcome: stored and shown, never trusted."""
+
+    final_reward: float | None
+    success: bool | None
+    flags: list[Any]
 
 
 class RecordError(ValueError):
@@ -203,9 +222,6 @@ def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:
     numbers = [s["step"] for s in steps]
     if len(set(numbers)) != len(numbers):
         raise RecordError(lineno, "two steps share the same step number")
-    success = raw.get("success")
-    if success is not None and not isinstance(success, bool):
-        raise RecordError(lineno, "success must be true, false or null")
     termination = _string(raw.get("termination"), lineno, "termination")
     if termination not in TERMINATIONS:
         raise RecordError(
@@ -214,9 +230,7 @@ def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:
     source = _string(raw.get("source"), lineno, "source") or TrajectorySource.IMPORTED
     if source not in SOURCES:
         raise RecordError(lineno, f"source {source[:40]!r} is not one of {', '.join(sorted(SOURCES))}")
-    flags = raw.get("flags", [])
-    if not isinstance(flags, list):
-        raise RecordError(lineno, "flags must be a list")
+    claimed = check_claimed(raw, lineno)
     policy = _object(raw.get("policy"), lineno, "policy")
     kind, model = policy.get("kind", ""), policy.get("model", "")
     if not isinstance(kind, str) or not isinstance(model, str):
@@ -233,15 +247,47 @@ def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:
         "policy_model": model[:300],
         "sandbox": _object(raw.get("sandbox"), lineno, "sandbox"),
         "patch": _string(raw.get("patch"), lineno, "patch"),
-        "final_reward": _number(raw.get("final_reward"), lineno, "final_reward"),
-        "success": success,
         "termination": termination,
-        "flags": flags,
+        # The record's outcome is only ever a claim: there is no key here for the verified one.
+        "claimed": claimed,
         "source": source,
         "created_at": parse_time(raw.get("created_at"), lineno, "created_at"),
         "extra": {k: v for k, v in raw.items() if k not in TOP_KEYS},
         "steps": steps,
     }
+
+
+def _outcome(raw: dict[str, Any], lineno: int, where: str) -> ClaimedOutcome:
+    success = raw.get("success")
+    if success is not None and not isinstance(success, bool):
+        raise RecordError(lineno, f"{where}success must be true, false or null")
+    flags = raw.get("flags", [])
+    if not isinstance(flags, list):
+        raise RecordError(lineno, f"{where}flags must be a list")
+    return {
+        "final_reward": _number(raw.get("final_reward"), lineno, f"{where}final_reward"),
+        "success": success,
+        "flags": flags,
+    }
+
+
+def check_claimed(raw: dict[str, Any], lineno: int) -> ClaimedOutcome | dict[str, Any]:
+    """The outcome a record claims, {} when it claims none (see the module's docstring)."""
+    top = _outcome(raw, lineno, "")
+    nested: ClaimedOutcome | None = None
+    if raw.get("claimed") is not None:
+        given = raw["claimed"]
+        if not isinstance(given, dict):
+            raise RecordError(lineno, "claimed must be an object")
+        unknown = sorted(str(k) for k in set(given) - set(CLAIMED_KEYS))
+        if unknown:
+            raise RecordError(lineno, f"claimed.{unknown[0][:40]} is not one of {', '.join(CLAIMED_KEYS)}")
+        nested = _outcome(given, lineno, "claimed.")
+    if top["final_reward"] is not None or top["success"] is not None or top["flags"]:
+        return top
+    if nested is not None and (nested["final_reward"] is not None or nested["success"] is not None or nested["flags"]):
+        return nested
+    return {}
 
 
 def record_bytes(trajectory: dict[str, Any], steps: list[dict[str, Any]]) -> bytes:
@@ -268,6 +314,8 @@ def record_bytes(trajectory: dict[str, Any], steps: list[dict[str, Any]]) -> byt
         "source": trajectory["source"],
         "created_at": format_time(trajectory["created_at"]),
     }
+    if trajectory.get("claimed"):
+        out["claimed"] = trajectory["claimed"]
     extra = trajectory.get("extra")
     if extra:
         out.update({k: v for k, v in extra.items() if k not in out})

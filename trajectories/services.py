@@ -21,6 +21,9 @@ from trajectories.schema import RecordError, check_record
 # bounded by the chunk, never by the file.
 CHUNK_TRAJECTORIES = 500
 CHUNK_STEPS = 5000
+# Only the reward service writes these (trajectories.schema: claimed vs verified). A record
+# never carries them, and the import drops them anyway should a future record grow one.
+VERIFIED_FIELDS = frozenset({"final_reward", "success", "flags", "scored_spec", "scored_at"})
 
 
 @dataclass
@@ -115,7 +118,7 @@ def _insert_chunk(
             continue
         existing.add(record["trajectory_id"])  # a duplicate later in the same file
         link = tasks[record["task_ref"]]
-        fields = {k: v for k, v in record.items() if k not in ("steps", "lineno")}
+        fields = {k: v for k, v in record.items() if k not in ("steps", "lineno") and k not in VERIFIED_FIELDS}
         fields["created_at"] = fields["created_at"] or now
         fields["step_count"] = len(record["steps"])
         fields["duplicate_rate"] = duplicate_rate([(st["action_type"], st["action_input"]) for st in record["steps"]])

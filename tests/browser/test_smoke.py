@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from rewards.services import score_trajectory
 from tasks.models import TaskSuite
 from trajectories.models import Trajectory
 
@@ -106,6 +107,9 @@ def test_a_researcher_builds_a_training_set_from_a_filter(
     page.fill("input[name=password]", "correct horse battery")
     page.click("button[type=submit]")
     page.wait_for_selector("h1:has-text('Dashboard')")
+    # Imported outcomes are claims: a training set takes only what Crucible verified.
+    for claimed in Trajectory.objects.filter(claimed__success=True).exclude(patch=""):
+        score_trajectory(str(claimed.trajectory_id))
     page.goto(f"{live_server.url}/trajectories/")
     page.select_option("form.filters select[name=success]", "true")
     page.click("form.filters button[type=submit]")

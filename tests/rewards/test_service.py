@@ -33,7 +33,7 @@ def rewards_worker() -> Iterator[subprocess.Popen[bytes]]:
 
 
 def demo_trajectory(task_id: str, success: bool) -> Trajectory:
-    found = Trajectory.objects.filter(task__task_id=task_id, success=success).exclude(patch="").first()
+    found = Trajectory.objects.filter(task__task_id=task_id, claimed__success=success).exclude(patch="").first()
     assert found is not None
     return found
 

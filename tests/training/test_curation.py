@@ -14,6 +14,7 @@ from django.urls import reverse
 
 from tests.conftest import client_for
 from tests.factories import TrajectoryFactory
+from tests.training.helpers import record_score
 from training import curation
 from training.curation import CurationError, CurationRule, build_training_set, select
 from training.models import TrainingSet
@@ -23,13 +24,10 @@ pytestmark = pytest.mark.django_db
 
 
 def make(task: str, success: bool, patch: str = "p", reward: float | None = None, **kw: object) -> Trajectory:
-    return TrajectoryFactory.create(
-        task_ref=task,
-        success=success,
-        final_reward=reward if reward is not None else (1.0 if success else 0.0),
-        patch=patch,
-        **kw,
-    )
+    """A trajectory Crucible scored under the current spec (curation only ever sees those)."""
+    trajectory = TrajectoryFactory.create(task_ref=task, final_reward=None, success=None, patch=patch, **kw)
+    record_score(trajectory, reward if reward is not None else (1.0 if success else 0.0), success)
+    return trajectory
 
 
 def test_curation_keeps_diverse_valid_trajectories_and_mixes_successes_with_failures() -> None:
@@ -41,15 +39,15 @@ def test_curation_keeps_diverse_valid_trajectories_and_mixes_successes_with_fail
         make("b", False, patch=f"bad-{n}")
     make("c", False)  # a task whose reward never varies
     make("d", True, duplicate_rate=0.9)
-    diverse = select(CurationRule(per_task_limit=2, successes_only=True))
+    diverse = select(CurationRule(per_task_limit=2, successes_only=True)).chosen
     assert sorted(t.patch for t in diverse if t.task_ref == "a") == ["fix-0", "fix-1"]
-    assert all(t.duplicate_rate <= 0.3 for t in select(CurationRule(max_duplicate_rate=0.3)))
-    assert {t.task_ref for t in select(CurationRule(require_discrimination=True))} == {"a", "b"}
-    mixed = select(CurationRule(size=6, success_ratio=0.5, seed=1))
+    assert all(t.duplicate_rate <= 0.3 for t in select(CurationRule(max_duplicate_rate=0.3)).chosen)
+    assert {t.task_ref for t in select(CurationRule(require_discrimination=True)).chosen} == {"a", "b"}
+    mixed = select(CurationRule(size=6, success_ratio=0.5, seed=1)).chosen
     assert len(mixed) == 6 and sum(bool(t.success) for t in mixed) == 3
     failures = [t.task_ref for t in mixed if not t.success]
     assert len(set(failures)) >= 2  # representative failures, not all from one task
-    assert select(CurationRule(size=6, success_ratio=0.5, seed=1)) == mixed  # seeded: reproducible
+    assert select(CurationRule(size=6, success_ratio=0.5, seed=1)).chosen == mixed  # seeded: reproducible
     with pytest.raises(CurationError, match="success ratio"):
         select(CurationRule(success_ratio=2))
 

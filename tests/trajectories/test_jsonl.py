@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from tests.conftest import DEMO, REPO
 from tests.helpers import db_state
 from trajectories.models import Step, Trajectory
+from trajectories.schema import CLAIMED_KEYS
 
 pytestmark = pytest.mark.django_db
 
@@ -26,9 +27,16 @@ def export_lines(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def assert_same_fields(original: dict[str, Any], exported: dict[str, Any]) -> None:
-    """Every field of the original comes back with the same value (steps field by field)."""
+    """Every field of the original comes back with the same value (steps field by field).
+
+    The outcome the file gave comes back as what it is, a claim: under `claimed`, while the
+    record's own final_reward, success and flags stay empty until Crucible scores it.
+    """
     for key, value in original.items():
-        if key == "steps":
+        if key in CLAIMED_KEYS:
+            assert exported["claimed"][key] == value, (key, exported["claimed"], value)
+            assert exported[key] == ([] if key == "flags" else None), (key, exported[key])
+        elif key == "steps":
             assert isinstance(value, list)
             assert len(exported["steps"]) == len(value)  # type: ignore[arg-type]
             for mine, theirs in zip(value, exported["steps"], strict=True):  # type: ignore[call-overload]
@@ -94,6 +102,11 @@ GOOD = json.dumps({"task_id": "t1", "steps": [{"step": 1, "action_type": "read_f
         (json.dumps({"task_id": "t", "steps": {}}), "line 3: steps must be a list"),
         (json.dumps({"task_id": "t", "final_reward": "high"}), "line 3: final_reward must be a number"),
         (json.dumps({"task_id": "t", "success": "yes"}), "line 3: success must be"),
+        (json.dumps({"task_id": "t", "flags": {"detector": "x"}}), "line 3: flags must be a list"),
+        (json.dumps({"task_id": "t", "claimed": [1.0]}), "line 3: claimed must be an object"),
+        (json.dumps({"task_id": "t", "claimed": {"final_reward": "high"}}), "line 3: claimed.final_reward must be"),
+        (json.dumps({"task_id": "t", "claimed": {"success": 1}}), "line 3: claimed.success must be"),
+        (json.dumps({"task_id": "t", "claimed": {"verified": True}}), "line 3: claimed.verified is not one of"),
         (json.dumps({"task_id": "t", "steps": [{"action_type": "rm_rf"}]}), "line 3: steps\\[0\\].action_type 'rm_rf'"),
         (json.dumps({"task_id": "t", "steps": [{"action_type": "search", "reward": [1]}]}), "steps\\[0\\].reward"),
         (json.dumps({"task_id": "t", "steps": [{"action_type": "search", "timestamp": "yesterday"}]}), "timestamp"),

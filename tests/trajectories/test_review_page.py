@@ -67,7 +67,7 @@ def test_the_page_shows_per_test_results_step_rewards_and_flags_at_their_step(
 ) -> None:
     from rewards.services import score_trajectory
 
-    trajectory = Trajectory.objects.filter(task__task_id="task_0009", success=False).first()
+    trajectory = Trajectory.objects.filter(task__task_id="task_0009", claimed__success=False).first()
     assert trajectory is not None
     reward = score_trajectory(str(trajectory.trajectory_id))
     flagged = next(f for f in reward.flags if f["detector"] == "repeated_final_test_runs")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from django.urls import reverse
 
 from core.vocabulary import PolicyKind
 from rewards.services import score_trajectory
+from rewards.spec import load_spec
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO, start_worker
@@ -24,6 +27,7 @@ from trajectories.runner import run_trajectory
 from trajectories.schema import check_record
 
 SMALL = ("task_0001", "task_0008", "task_0013")
+SCORE_SPEC = load_spec()
 
 
 def small_suite(name: str = "small") -> TaskSuite:
@@ -59,7 +63,6 @@ def test_a_rollout_records_full_provenance_and_exports_as_valid_jsonl() -> None:
     from trajectories.exports import iter_trajectory_lines
 
     line = next(iter_trajectory_lines(Trajectory.objects.filter(pk=trajectory.pk)))
-    import json
 
     record = check_record(json.loads(line), 1, line)  # the exported line passes our own import checks
     assert len(record["steps"]) == trajectory.step_count
@@ -103,36 +106,60 @@ def test_a_policy_kind_nobody_registered_fails_the_trajectory_with_the_reason() 
         policy_registry.register(PolicyKind.SCRIPTED, lambda settings: pytest.fail("never built"))
 
 
-@pytest.mark.django_db
-def test_the_rollout_command_writes_jsonl_as_it_goes_and_resumes(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    small_suite()
-    out = tmp_path / "out"
-    original = run_trajectory
+def interrupting_after_one() -> Callable[[int, float | None], Trajectory | None]:
     calls = {"n": 0}
 
-    def interrupt_after_one(pk: int, stale_after: float | None = None) -> Trajectory | None:
+    def run(pk: int, stale_after: float | None = None) -> Trajectory | None:
         calls["n"] += 1
-        result = original(pk, stale_after)
+        result = run_trajectory(pk, stale_after)
         if calls["n"] == 1:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the batch runs
         return result
 
+    return run
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_the_rollout_command_writes_the_scored_jsonl_and_resumes_after_ctrl_c_or_a_scoring_timeout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    small_suite()
+    out = tmp_path / "out"
+    command = ["rollout", "--suite", "small", "--policy", "scripted", "--output-dir", str(out)]
     import trajectories.management.commands.rollout as rollout_command
 
-    rollout_command.run_trajectory = interrupt_after_one  # type: ignore[assignment]
-    try:
+    with monkeypatch.context() as patched:
+        patched.setattr(rollout_command, "run_trajectory", interrupting_after_one())
         with pytest.raises(CommandError, match="run the same command again to resume"):
-            call_command("rollout", "--suite", "small", "--policy", "scripted", "--output-dir", str(out), verbosity=0)
+            call_command(*command, verbosity=0)
+    assert list(out.glob("*.jsonl")) == []  # nothing is written before the reward service has scored it
+
+    # No worker on the rewards queue: the batch finishes, its scores never come.
+    with pytest.raises(CommandError, match=r"scored 0 of 3 finished trajectories .* within 1 s, so no JSONL"):
+        call_command(*command, "--score-timeout", "1", verbosity=0)
+    assert list(out.glob("*.jsonl")) == [] and RolloutBatch.objects.count() == 1
+
+    worker = start_worker("rewards")
+    next(worker)
+    try:
+        started = time.monotonic()
+        call_command(*command, "--score-timeout", "180", verbosity=0)
+        waited = time.monotonic() - started
     finally:
-        rollout_command.run_trajectory = original  # type: ignore[assignment]
-    files = list(out.glob("*.jsonl"))
-    assert len(files) == 1 and len(files[0].read_text().splitlines()) == 1
-    call_command("rollout", "--suite", "small", "--policy", "scripted", "--output-dir", str(out), verbosity=0)
-    assert "resuming batch" in capsys.readouterr().out
-    lines = files[0].read_text().splitlines()
-    assert len(lines) == len(SMALL) and RolloutBatch.objects.count() == 1
+        for _ in worker:
+            pass
+    printed = capsys.readouterr().out
+    assert "resuming batch" in printed and f"scored under {SCORE_SPEC.version}" in printed
+    assert RolloutBatch.objects.count() == 1
+    (jsonl,) = out.glob("*.jsonl")
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert sorted(line["task_id"] for line in lines) == sorted(SMALL)
+    for line in lines:
+        assert (line["final_reward"], line["success"], line["flags"]) == (1.0, True, []), line
+        assert "claimed" not in line
+        check_record(line, 1, json.dumps(line).encode())
+    assert waited < 170
     with pytest.raises(CommandError, match="no suite named"):
         call_command("rollout", "--suite", "nope", "--policy", "scripted", verbosity=0)
 

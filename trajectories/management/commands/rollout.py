@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +18,19 @@ from trajectories.batches import RolloutError, pending, start_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
 from trajectories.runner import run_trajectory
+from trajectories.signals import trajectory_finished
+
+# Scoring runs each trajectory's tests in a fresh sandbox on a `rewards` worker; a demo-sized
+# batch takes seconds, a suite of real repositories minutes.
+SCORE_TIMEOUT_DEFAULT = 900.0
+SCORE_POLL_SECONDS = 0.5
 
 
 class Command(BaseCommand):
     help = (
         "Sample trajectories for every task of a suite (the guide's sample_trajectories.py). "
-        "Runs here, not on a worker; writes JSONL as it goes; run it again to resume after Ctrl-C."
+        "Runs here, not on a worker; then waits for the reward service (a worker on the `rewards` queue) "
+        "to score them and writes their JSONL with the scored rewards; run it again to resume after Ctrl-C."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,6 +46,12 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--sandbox", choices=values(ISOLATING_BACKENDS), default=DEFAULT_BACKEND.value)
         parser.add_argument("--output-dir", type=Path, default=None)
+        parser.add_argument(
+            "--score-timeout",
+            type=float,
+            default=SCORE_TIMEOUT_DEFAULT,
+            help="seconds to wait for the reward service to score the batch before the JSONL is written",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         suite = TaskSuite.objects.filter(name=options["suite"]).first()
@@ -54,7 +71,7 @@ class Command(BaseCommand):
             "base_url": options["base_url"],
             "max_new_tokens": options["max_new_tokens"],
         }
-        batch = self._resumable(suite, options["model"], settings)
+        batch = self._resumable(suite, options["model"], settings, waits_for_scores=out_dir is not None)
         try:
             if batch is None:
                 batch = start_batch(suite, model=options["model"], enqueue=False, **settings)
@@ -64,6 +81,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         todo = pending(batch, stale_after=0)
         output = out_dir / f"batch-{batch.pk}.jsonl" if out_dir else None
+        # Finished by an earlier run and still unscored: that run's scoring job was lost or failed.
+        unscored_before = list(
+            Trajectory.objects.filter(batch=batch, status=Trajectory.Status.FINISHED, scored_at=None)
+        )
         interrupted = False
 
         def stop(signum: int, frame: object) -> None:
@@ -83,26 +104,89 @@ class Command(BaseCommand):
                 for trajectory in todo:
                     if interrupted:
                         break
-                    done = run_trajectory(trajectory.pk, stale_after=0)
-                    if done is not None and output is not None and done.status == Trajectory.Status.FINISHED:
-                        with output.open("ab") as fh:
-                            for line in iter_trajectory_lines(Trajectory.objects.filter(pk=done.pk)):
-                                fh.write(line)
+                    run_trajectory(trajectory.pk, stale_after=0)
                     bar.update(1)
+            written = False
+            if output is not None and not interrupted:
+                for trajectory in unscored_before:
+                    # Announced again so that the reward service (idempotent per spec) picks it up.
+                    trajectory_finished.send(sender=Trajectory, trajectory=trajectory)
+                # The file a user gets carries the scored final_reward, success and flags, so it
+                # is written only once the reward service has scored every finished trajectory.
+                specs = self._wait_for_scores(
+                    batch, options["score_timeout"], options["verbosity"], lambda: interrupted
+                )
+                if specs is not None:
+                    self._write(batch, output)
+                    written = True
+                    self.stdout.write(f"scored under {', '.join(sorted(specs)) or '(no finished trajectory)'}")
         finally:
             signal.signal(signal.SIGINT, previous)
         left = len(pending(batch, stale_after=0))
-        where = f"; JSONL in {output}" if output else ""
+        where = f"; JSONL in {output}" if written else ""
         self.stdout.write(f"batch {batch.pk}: {batch.trajectories.count() - left} done, {left} left{where}")
         if interrupted:
             raise CommandError(f"interrupted: run the same command again to resume batch {batch.pk}")
 
-    def _resumable(self, suite: TaskSuite, model: str, settings: dict[str, Any]) -> RolloutBatch | None:
+    def _wait_for_scores(
+        self, batch: RolloutBatch, timeout: float, verbosity: int, interrupted: Callable[[], bool]
+    ) -> set[str] | None:
+        """Wait until the reward service has scored every finished trajectory: the spec versions it
+        used, or None when interrupted first.
+
+        `trajectories` cannot ask the reward service (a higher layer), so it waits on what that
+        service writes with each score: the trajectory's scored_at.
+        """
+        finished = Trajectory.objects.filter(batch=batch, status=Trajectory.Status.FINISHED)
+        total = finished.count()
+        deadline = time.monotonic() + timeout
+        with tqdm(
+            total=total, unit="traj", desc=f"scoring batch {batch.pk}", disable=verbosity == 0, file=self.stderr._out
+        ) as bar:
+            while True:
+                scored = finished.exclude(scored_at=None).count()
+                bar.update(scored - bar.n)
+                if scored == total:
+                    return set(finished.values_list("scored_spec", flat=True).distinct())
+                if interrupted():
+                    return None
+                if time.monotonic() >= deadline:
+                    raise CommandError(
+                        f"the reward service scored {scored} of {total} finished trajectories of batch {batch.pk} "
+                        f"within {timeout:g} s, so no JSONL was written (its rewards would be missing). Is a worker "
+                        "on the `rewards` queue running? Its log says why a scoring failed. Run the same command "
+                        "again to wait again."
+                    )
+                time.sleep(SCORE_POLL_SECONDS)
+
+    def _write(self, batch: RolloutBatch, output: Path) -> None:
+        """The batch's finished trajectories as JSONL, written beside the target and renamed into place."""
+        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                finished = Trajectory.objects.filter(batch=batch, status=Trajectory.Status.FINISHED)
+                for line in iter_trajectory_lines(finished):
+                    fh.write(line)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would surprise a pipeline
+            os.replace(tmp, output)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def _resumable(
+        self, suite: TaskSuite, model: str, settings: dict[str, Any], *, waits_for_scores: bool
+    ) -> RolloutBatch | None:
         """The same command run again continues its unfinished batch instead of starting over."""
         same = RolloutBatch.objects.filter(suite=suite, **settings).exclude(status=RolloutBatch.Status.CANCELLED)
         if model:
             same = same.filter(model=model)
         for batch in same.order_by("-created_at"):
-            if pending(batch, stale_after=0):
+            # A batch whose scoring timed out is resumed too when JSONL is wanted: it is still to be written.
+            unscored = waits_for_scores and (
+                batch.trajectories.filter(status=Trajectory.Status.FINISHED, scored_at=None).exists()
+            )
+            if pending(batch, stale_after=0) or unscored:
                 return batch
         return None
