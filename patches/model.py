@@ -14,6 +14,10 @@ SYMLINK_MODE = "120000"
 NO_NEWLINE = " No newline at end of file"
 
 
+# The largest file a GIT binary patch may carry once inflated; checked before inflating.
+MAX_BINARY_BYTES = 64 * 1024 * 1024
+
+
 class PatchError(ValueError):
     """Text that is not a diff we can read, or a diff that cannot be built."""
 

@@ -13,7 +13,7 @@ import base64
 import re
 import zlib
 
-from patches.model import BinaryHunk, FilePatch, FileStatus, Hunk, Line, LineKind, PatchError
+from patches.model import MAX_BINARY_BYTES, BinaryHunk, FilePatch, FileStatus, Hunk, Line, LineKind, PatchError
 from patches.paths import DEV_NULL, read_label, strip_prefix, unquote
 
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@(.*)$")
@@ -281,8 +281,11 @@ class _Parser:
             self.i += 1
         if line is not None:
             self.i += 1  # the blank line that ends the data
+        if size > MAX_BINARY_BYTES:
+            raise self.error(f"a GIT binary patch of {size} bytes is over the {MAX_BINARY_BYTES}-byte limit", start)
         try:
-            inflated = len(zlib.decompress(bytes(packed)))
+            # Bounded: a few kilobytes of deflate can claim gigabytes (a zip bomb aimed at the scorer).
+            inflated = len(zlib.decompressobj().decompress(bytes(packed), size + 1))
         except zlib.error as exc:
             raise self.error(f"the {method} data of a GIT binary patch does not inflate ({exc})", start) from None
         if inflated != size:

@@ -7,14 +7,17 @@ run whose exit code, report and summary agree.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 from core.vocabulary import DEFAULT_BACKEND, Termination
 from patches import PatchError, parse
+from rewards.admission import Admission, admission_flags, admit
 from rewards.anticheat import Flag, scan_equality, scan_patch
-from rewards.diffs import Classified, classify
+from rewards.behaviour import judge_probes, plant_probes
 from rewards.spec import RewardSpec
 from sandbox import Limits, Sandbox, ToolError
 from sandbox.backends.base import Backend
@@ -82,16 +85,6 @@ def _base_files(base: Path) -> set[str]:
     return {p.relative_to(base).as_posix() for p in base.rglob("*") if p.is_file() or p.is_symlink()}
 
 
-def _protection_flags(classified: Classified) -> list[Flag]:
-    flags = []
-    for patch, why in classified.protected:
-        deleted = patch.new_path is None
-        detector = "test_deletion" if deleted and why == "existing test file" else "protected_path_edit"
-        verb = "deletes" if deleted else "changes"
-        flags.append(Flag(detector, f"{verb} {patch.path}: {why}", patch.path))
-    return flags
-
-
 def _apply(box: Sandbox, text: str) -> str | None:
     """Apply with git, then with less context; None when neither applies."""
     for fuzzy, method in ((False, "git apply"), (True, "git apply -C1")):
@@ -110,38 +103,62 @@ def score_patch(
     backend: Backend | str = DEFAULT_BACKEND,
     termination: str = Termination.SUBMITTED,
     limits: Limits | None = None,
+    secret: bytes = b"",
 ) -> Score:
+    """Score `patch` on `task` under `spec`.
+
+    `secret` keys where canaries and twins are planted and what they are called: the
+    deployment's secret key in the reward service, so the same inputs give the same reward
+    and an agent that has read this code still cannot predict them.
+    """
     flags: list[Flag] = []
     breakdown: dict[str, Any] = {}
     try:
-        classified = classify(parse(patch, recount=True), task.tests_dest, _base_files(task.base_dir))
+        admission = admit(
+            parse(patch, recount=True), task.tests_dest, _base_files(task.base_dir), spec.admission, task.base_dir
+        )
     except PatchError as exc:
-        classified = Classified()
+        admission = Admission()
         flags.append(Flag("patch_does_not_apply", f"unreadable diff: {exc}"))
-    flags += _protection_flags(classified)
+    flags += admission_flags(admission)
     breakdown["files"] = {
-        "kept": [p.path for p in classified.kept],
-        "new_tests_set_aside": [p.path for p in classified.new_tests],
-        "protected_set_aside": [p.path for p, _ in classified.protected],
+        "kept": [p.path for p in admission.kept],
+        "new_tests_set_aside": [p.path for p in admission.new_tests],
+        "protected_set_aside": [p.path for p, _ in admission.protected],
+        "refused": [p.path for p, _, _ in admission.refused],
+        "decoded_from_binary": admission.decoded,
     }
-    flags += scan_patch(classified.kept)
+    flags += scan_patch(admission.kept)
 
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
     with Sandbox(task.base_dir, backend, limits=run_limits) as box:
-        if classified.kept:
-            method = _apply(box, classified.kept_text())
+        if admission.kept:
+            method = _apply(box, admission.kept_text())
             breakdown["applied_with"] = method
             if method is None:
                 flags.append(Flag("patch_does_not_apply", "the patch does not apply to the base snapshot"))
-        flags += scan_equality(box.workspace, [p.path for p in classified.kept if p.new_path])
+        flags += scan_equality(box.workspace, [p.path for p in admission.kept if p.new_path])
         copy_hidden_tests(box, task)
-        report = box.run_tests([*task.fail_to_pass, *task.pass_to_pass], command=task.test_command)
+        # Canaries, sentinel twins and the runner-integrity plugin go into the same run as
+        # the hidden tests: what they prove does not depend on reading the patch.
+        probes = plant_probes(box.workspace, task, probe_salt(secret, spec, task, patch))
+        report = box.run_tests(probes.args, command=task.test_command, plugins=probes.plugins)
+    breakdown["probes"] = probes.summary()
+    flags += judge_probes(probes, report)
     return _reward(task, spec, report, flags, breakdown, termination)
+
+
+def probe_salt(secret: bytes, spec: RewardSpec, task: TaskSpec, patch: str) -> bytes:
+    message = "\0".join((spec.version, task.task_id, hashlib.sha256(patch.encode()).hexdigest())).encode()
+    return hmac.new(secret, message, hashlib.sha256).digest()
 
 
 def _reward(
     task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: dict[str, Any], termination: str
 ) -> Score:
+    if report.unsafe:
+        # Only code in the run can leave a FIFO, a symlink or a huge file where the report goes.
+        flags.append(Flag("unsafe_report", report.unsafe))
     if report.exec.timed_out:
         # A timeout explains a missing or partial report; it is its own finding.
         flags.append(Flag("timeout", f"the test run passed its {task.timeout_seconds} s limit"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -28,6 +29,11 @@ class RewardError(ValueError):
     pass
 
 
+def probe_secret() -> bytes:
+    """Keys the canaries and twins: stable across runs, unknown to the agent."""
+    return hashlib.sha256(b"crucible-probes\0" + settings.SECRET_KEY.encode()).digest()
+
+
 def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend: str | None = None) -> Reward:
     """Score a trajectory's patch and steps once per spec version.
 
@@ -46,7 +52,12 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
     started = time.monotonic()
     steps = list(trajectory.steps.order_by("step").values("id", "step", "action_type", "action_input", "observation"))
     score = score_patch(
-        task_spec_for(trajectory.task), trajectory.patch, spec, backend, trajectory.termination or Termination.SUBMITTED
+        task_spec_for(trajectory.task),
+        trajectory.patch,
+        spec,
+        backend,
+        trajectory.termination or Termination.SUBMITTED,
+        secret=probe_secret(),
     )
     per_step, process_flags = process_rewards([dict(s) for s in steps], spec)
     commands = [

@@ -38,6 +38,11 @@ SAFE_CONFIG = (
 )
 # Caches a command may leave behind are never part of a patch.
 EXCLUDES = "__pycache__/\n*.pyc\n.pytest_cache/\n"
+NEVER_IN_A_DIFF = (
+    ":(exclude,glob)**/__pycache__/**",
+    ":(exclude,glob)**/*.py[co]",
+    ":(exclude,glob)**/.pytest_cache/**",
+)
 
 
 def _env(git_dir: Path, work_tree: Path) -> dict[str, str]:
@@ -79,7 +84,9 @@ def init_baseline(git_dir: Path, base: Path) -> None:
 
 def diff(git_dir: Path, workspace: Path) -> str:
     """Git-format diff from the base to the workspace: new, deleted, binary and mode changes."""
-    git(git_dir, workspace, "add", "-A", "--", ".")
+    # Pathspec excludes, not only info/exclude: a workspace .gitignore can un-ignore
+    # bytecode ("!__pycache__/"), and the diff must never carry it into a patch.
+    git(git_dir, workspace, "add", "-A", "--", ".", *NEVER_IN_A_DIFF)
     out = git(
         git_dir,
         workspace,

@@ -43,10 +43,16 @@ class TestReport:
     collected: int = 0
     # Empty when exit code, report and counts agree; otherwise why they don't.
     inconsistencies: list[str] = field(default_factory=list)
+    # Why the report (or the harness result) could not be read safely: a FIFO, a symlink, a
+    # device, an oversized file. Empty when both were ordinary files or absent. Scoring turns
+    # it into an `unsafe_report` flag: only code in the run can have put such a thing there.
+    unsafe: str = ""
+    # The one JSON object the harness plugins wrote to CRUCIBLE_HARNESS_OUT ({} when none).
+    harness: dict[str, Any] = field(default_factory=dict)
 
     @property
     def valid(self) -> bool:
-        return not self.inconsistencies
+        return not self.inconsistencies and not self.unsafe
 
     def outcome(self, nodeid: str) -> str:
         """A test's outcome; one that is missing from the report did not pass."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend
@@ -50,10 +50,40 @@ class TaskSpec:
 
 
 def copy_hidden_tests(box: Sandbox, task: TaskSpec) -> None:
-    """Hidden tests go in last, over anything the agent left at those paths."""
-    dest = box.workspace / task.tests_dest
-    dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(task.tests_dir, dest, dirs_exist_ok=True)
+    """Hidden tests go in last, over anything the agent left at those paths.
+
+    The copy runs on the host, so it never writes through a link: a symlink (or a file)
+    where one of the hidden tests' directories or files goes is removed first, or the
+    copy would land wherever the link points, outside the workspace included.
+    """
+    relative = PurePosixPath(task.tests_dest)
+    if relative.is_absolute() or ".." in relative.parts:
+        raise ValueError(f"{task.task_id}: tests_dest {task.tests_dest!r} must be a path inside the repository")
+    dest = box.workspace
+    for part in relative.parts:
+        dest = _real_dir(dest / part)
+    for source in sorted(task.tests_dir.rglob("*")):
+        target = dest / source.relative_to(task.tests_dir)
+        if source.is_dir():
+            _real_dir(target)
+            continue
+        if target.is_symlink() or target.exists():
+            _remove(target)
+        shutil.copy2(source, target)
+
+
+def _real_dir(path: Path) -> Path:
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        _remove(path)
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def run_task_tests(

@@ -119,3 +119,12 @@ def test_git_config_planted_in_the_workspace_never_runs_on_the_host(box: Sandbox
     box.write_file("x.py", "print(1)\n")
     assert "+++ b/x.py" in box.diff()
     assert not marker.exists()
+
+
+def test_a_workspace_gitignore_cannot_carry_bytecode_into_the_diff(box: Sandbox) -> None:
+    # The agent un-ignores bytecode so that Sandbox.diff() itself would ship a forged .pyc.
+    box.write_file(".gitignore", "!__pycache__/\n!*.pyc\n")
+    box.write_file("configkit/__pycache__/config.cpython-311.pyc", "not really bytecode")
+    box.write_file("configkit/stale.pyc", "x")
+    headers = [line for line in box.diff().splitlines() if line.startswith("diff --git")]
+    assert headers == ["diff --git a/.gitignore b/.gitignore"]

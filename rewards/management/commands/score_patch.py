@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.vocabulary import BackendName, values
 from rewards.scoring import score_patch
-from rewards.services import RewardError, spec_from_option
+from rewards.services import RewardError, probe_secret, spec_from_option
 from rewards.spec import SpecError
 from sandbox import SandboxError
 from tasks.models import Task
@@ -58,7 +58,7 @@ class Command(BaseCommand):
             task = task_spec_from(options["task"])
             if not task.fail_to_pass:
                 raise CommandError(f"task {task.task_id} has no FAIL_TO_PASS tests to score against")
-            score = score_patch(task, patch, spec, options["backend"])
+            score = score_patch(task, patch, spec, options["backend"], secret=probe_secret())
         except (TaskDirError, TaskStoreError, RewardError, SpecError, SandboxError) as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
