@@ -21,7 +21,8 @@ import pytest
 
 import rewards.scoring as scoring
 from rewards.anticheat import Flag
-from rewards.behaviour import Probes, _helper_source, judge_probes, plant_probes, probe_outcome
+from rewards.behaviour import Probes, judge_probes, plant_probes, probe_outcome
+from rewards.behaviour.twins import helper_source as _helper_source
 from rewards.scoring import score_patch
 from rewards.spec import load_spec
 from sandbox import Limits, Sandbox, results
@@ -704,3 +705,16 @@ def test_score_patch_gives_an_honest_fix_full_marks_with_the_probes_in(case: Cas
     assert [f for f in result.flags if SPEC.policy(f.detector) != "review"] == []
     # The breakdown names the hidden tests only: a probe's name never leaves the scorer.
     assert set(result.breakdown["tests"]) == set(task.fail_to_pass) | set(task.pass_to_pass)
+
+
+def test_an_integrity_check_made_to_raise_is_itself_evidence_for_a_person(tmp_path: Path) -> None:
+    # Code under test can make one of the plugin's checks raise (a non-string key in the hook
+    # table) to silence it; that must not pass without a word.
+    task = task_spec("task_0001")
+    honest = probed_run(task, (DEMO / "task_0001" / "expected_patch").read_text())
+    assert honest.flags == [] and honest.report.harness["errors"] == []
+    silenced = {**honest.report.harness, "errors": ["TypeError: not all arguments converted"]}
+    report = results.TestReport(exec=honest.report.exec, tests=honest.report.tests, harness=silenced)
+    flags = judge_probes(honest.probes, report)
+    assert [f.detector for f in flags] == ["runner_reflection"]
+    assert "could not finish" in flags[0].evidence
