@@ -1,8 +1,18 @@
 """Process rewards per step (seed §5.2 and the §6.2 pseudo-code), from recorded steps.
 
-The state after each step is read from what the step observed: test summaries,
-compile/import errors, linter counts. Reward is per step, clipped; the final
-(outcome) reward is scoring's job, not this module's.
+Nothing an agent can print moves a reward up. Failing tests are read only from what the
+harness read from its own report of a `run_tests` step (HarnessTests in the step's
+`extra`, written by Crucible's recorder; an imported file cannot supply them). And a test
+earns "failing down" only if it failed in the baseline, the first harness run before the
+agent could change anything (before any write, edit or command), and passes in a later
+run, once per test: tests the agent writes, breaks or leaves out of a run are not fixes,
+so writing 1000 failing tests and then fixing them, or breaking and re-fixing tests,
+earns nothing. With no such baseline (the agent changed the workspace before running the
+tests) nothing is paid. Signals read from observed text (a new compile/import error, a
+repeated command, idling) only ever cost. The guide's "fewer lint errors" credit is not
+paid: there is no harness-run linter, and a linter's output from `run_command` is text an
+agent can print (`echo 'Found 7 errors.'`) or produce with a fake linter on the path.
+Reward is per step, clipped; the final (outcome) reward is scoring's job, not this module's.
 """
 
 from __future__ import annotations
@@ -15,14 +25,13 @@ from typing import Any
 from core.vocabulary import ActionType
 from rewards.anticheat import Flag
 from rewards.spec import RewardSpec
+from trajectories.schema import HARNESS_TESTS
 
 COMPILE_ERROR = re.compile(r"\b(SyntaxError|IndentationError|TabError|ImportError|ModuleNotFoundError)\b")
-FAILED = re.compile(r"(\d+) (failed|errors?)\b")
-PASSED = re.compile(r"(\d+) passed\b")
-LINT_FOUND = re.compile(r"Found (\d+) errors?")
-LINT_LINE = re.compile(r"^\S+:\d+:\d+: [A-Z]+\d+", re.MULTILINE)
-LINTERS = ("ruff", "flake8", "pylint", "pyflakes", "pycodestyle", "mypy")
+HARNESS_COUNTS = ("passed", "failed", "errors", "skipped", "collected")
 CHANGES_WORKSPACE = frozenset({ActionType.WRITE_FILE, ActionType.EDIT_FILE})
+# What can change the workspace at all (a command can write files): after one, no baseline.
+MAY_CHANGE_WORKSPACE = frozenset({*CHANGES_WORKSPACE, ActionType.RUN_COMMAND})
 RUNS_CODE = frozenset({ActionType.RUN_COMMAND, ActionType.RUN_TESTS})
 # Actions whose observation only repeats when nothing changed: seeing the same again earns nothing.
 LOOKS = frozenset({*RUNS_CODE, ActionType.READ_FILE, ActionType.SEARCH})
@@ -34,7 +43,9 @@ REPEATED_RUNS_FLAG_AT = 3
 class State:
     compile_error: bool = False
     failing: int | None = None
-    lint: int | None = None
+    untouched: bool = True  # no step so far could have changed the workspace
+    baseline: set[str] | None = None  # tests failing in the first harness run on the untouched workspace
+    fixed: set[str] = field(default_factory=set)  # baseline tests already paid for
 
 
 @dataclass
@@ -55,22 +66,34 @@ def _is_test_run(step: dict[str, Any]) -> bool:
     )
 
 
-def _failing(observation: str) -> int | None:
-    lines = [line for line in observation.splitlines() if PASSED.search(line) or FAILED.search(line)]
-    if not lines:
-        return None
-    return sum(int(n) for n, _ in FAILED.findall(lines[-1]))
+@dataclass(frozen=True)
+class HarnessRun:
+    failing: int
+    failed_ids: frozenset[str] | None  # None when the step kept counts only
+    passed_ids: frozenset[str] | None
 
 
-def _lint(command: str, observation: str) -> int | None:
-    if not any(tool in command for tool in LINTERS):
+def _harness_run(step: dict[str, Any]) -> HarnessRun | None:
+    """A run_tests step's harness record; None without one (an imported step, a command's output).
+
+    A run whose exit code, report and summary disagree proves nothing, so it counts as no run.
+    """
+    if step.get("action_type") != ActionType.RUN_TESTS:
         return None
-    found = LINT_FOUND.search(observation)
-    if found:
-        return int(found.group(1))
-    if "All checks passed" in observation or "Success: no issues" in observation:
-        return 0
-    return len(LINT_LINE.findall(observation))
+    extra = step.get("extra")
+    record = extra.get(HARNESS_TESTS) if isinstance(extra, dict) else None
+    if not isinstance(record, dict) or record.get("valid") is not True:
+        return None
+    counts = [record.get(key) for key in HARNESS_COUNTS]
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts):
+        return None
+    failing = int(record["failed"]) + int(record["errors"])
+    failed, passed = record.get("failed_ids"), record.get("passed_ids")
+    if record.get("ids_complete") is not True or not isinstance(failed, list) or not isinstance(passed, list):
+        return HarnessRun(failing, None, None)
+    if not all(isinstance(i, str) for i in (*failed, *passed)):
+        return HarnessRun(failing, None, None)
+    return HarnessRun(failing, frozenset(failed), frozenset(passed))
 
 
 def process_rewards(steps: list[dict[str, Any]], spec: RewardSpec) -> tuple[list[StepReward], list[Flag]]:
@@ -95,28 +118,31 @@ def process_rewards(steps: list[dict[str, Any]], spec: RewardSpec) -> tuple[list
             test_runs_without_change = 0
         else:
             since_change += 1
+        if action in MAY_CHANGE_WORKSPACE:
+            state.untouched = False
 
         if runs_code:
             error = bool(COMPILE_ERROR.search(observation))
             if error and not state.compile_error:
                 parts["compile_error"] = weights["compile_error"]
             state.compile_error = error
-            lint = _lint(_command(step), observation)
-            if lint is not None:
-                if state.lint is not None and lint < state.lint:
-                    parts["lint_down"] = weights["lint_down"]
-                state.lint = lint
         if _is_test_run(step):
             test_runs_without_change += 1
-            failing = _failing(observation)
+            run = _harness_run(step)
+            if run is not None and state.baseline is None and state.untouched and run.failed_ids is not None:
+                state.baseline = set(run.failed_ids)
             # Only the first run after a change counts: re-running the same tests
             # until a flaky one passes must not pay.
-            if failing is not None and test_runs_without_change == 1:
-                if state.failing is not None and failing < state.failing:
-                    parts["failing_down"] = weights["failing_down_each"] * (state.failing - failing)
-                elif state.failing is not None and failing > state.failing:
+            elif run is not None and test_runs_without_change == 1:
+                if state.baseline is not None and run.passed_ids is not None:
+                    fixed = (state.baseline & run.passed_ids) - state.fixed
+                    if fixed:
+                        parts["failing_down"] = weights["failing_down_each"] * len(fixed)
+                        state.fixed |= fixed
+                if state.failing is not None and run.failing > state.failing:
                     parts["failing_up"] = weights["failing_up"]
-                state.failing = failing
+            if run is not None:
+                state.failing = run.failing
             if test_runs_without_change == REPEATED_RUNS_FLAG_AT:
                 flags.append(
                     Flag(

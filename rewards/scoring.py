@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 from core.vocabulary import DEFAULT_BACKEND, Termination
 from patches import PatchError, parse
 from rewards.admission import Admission, admission_flags, admit
-from rewards.anticheat import Flag, scan_equality, scan_patch
+from rewards.anticheat import Flag, scan_sources
 from rewards.behaviour import judge_probes, plant_probes
 from rewards.spec import RewardSpec
 from sandbox import Limits, Sandbox, ToolError
@@ -128,7 +128,6 @@ def score_patch(
         "refused": [p.path for p, _, _ in admission.refused],
         "decoded_from_binary": admission.decoded,
     }
-    flags += scan_patch(admission.kept)
 
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
     with Sandbox(task.base_dir, backend, limits=run_limits) as box:
@@ -137,7 +136,12 @@ def score_patch(
             breakdown["applied_with"] = method
             if method is None:
                 flags.append(Flag("patch_does_not_apply", "the patch does not apply to the base snapshot"))
-        flags += scan_equality(box.workspace, [p.path for p in admission.kept if p.new_path])
+        # Evidence for people, read from the files as they stand after the patch; lines the
+        # base already had are not blamed on the agent.
+        static = scan_sources(box.workspace, [p.path for p in admission.kept if p.new_path], base=task.base_dir)
+        flags += static.flags
+        if static.unparsed:
+            breakdown["static_unparsed"] = static.unparsed
         copy_hidden_tests(box, task)
         # Canaries, sentinel twins and the runner-integrity plugin go into the same run as
         # the hidden tests: what they prove does not depend on reading the patch.

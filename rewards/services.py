@@ -50,7 +50,9 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
     if trajectory.task is None:
         raise RewardError(f"trajectory {trajectory_id}: task {trajectory.task_ref!r} is not in this database")
     started = time.monotonic()
-    steps = list(trajectory.steps.order_by("step").values("id", "step", "action_type", "action_input", "observation"))
+    steps = list(
+        trajectory.steps.order_by("step").values("id", "step", "action_type", "action_input", "observation", "extra")
+    )
     score = score_patch(
         task_spec_for(trajectory.task),
         trajectory.patch,

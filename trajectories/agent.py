@@ -148,22 +148,21 @@ def _step(
         )
     result = run_tool(box, call.name, call.arguments, task.visible_tests, task.command_timeout)
     action_input: Any = call.arguments if call.name != "search_symbol" else {"symbol": call.arguments.get("name")}
-    return (
-        {
-            "step": number,
-            "action_type": TOOL_ACTION_TYPES[call.name],
-            "action_input": action_input,
-            "observation": result.observation,
-            "observation_truncated": result.truncated,
-            "thought": thought,
-            "timestamp": stamp,
-            "exit_code": result.exit_code,
-            "duration_ms": None,
-            "policy_ms": 0.0,
-        },
-        call,
-        result.sandbox_ms,
-    )
+    record: AgentStep = {
+        "step": number,
+        "action_type": TOOL_ACTION_TYPES[call.name],
+        "action_input": action_input,
+        "observation": result.observation,
+        "observation_truncated": result.truncated,
+        "thought": thought,
+        "timestamp": stamp,
+        "exit_code": result.exit_code,
+        "duration_ms": None,
+        "policy_ms": 0.0,
+    }
+    if result.harness_tests is not None:
+        record["harness_tests"] = result.harness_tests
+    return record, call, result.sandbox_ms
 
 
 def _conversation(call: ToolCall | None, thought: str, observation: str, number: int) -> list[Message]:

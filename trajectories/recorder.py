@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -11,7 +12,7 @@ from core.live import publish_on_commit
 from trajectories.bulk import insert_steps, step_row
 from trajectories.events import BatchStepEvent, LiveStep, StepsEvent, batch_live_group, live_step, trajectory_live_group
 from trajectories.models import Trajectory
-from trajectories.schema import AgentStep, StepRecord
+from trajectories.schema import HARNESS_TESTS, AgentStep, StepRecord
 
 LIVE_FLUSH_S = 0.05  # steps from fast policies go out together, at most this often
 
@@ -26,6 +27,9 @@ class DBRecorder:
         self.last_flush = 0.0
 
     def step(self, record: AgentStep) -> None:
+        extra: dict[str, Any] = {"policy_ms": record["policy_ms"]}
+        if "harness_tests" in record:
+            extra[HARNESS_TESTS] = record["harness_tests"]
         row: StepRecord = {
             "step": record["step"],
             "action_type": record["action_type"],
@@ -38,7 +42,7 @@ class DBRecorder:
             "exit_code": record["exit_code"],
             "reward": None,
             "reward_breakdown": {},
-            "extra": {"policy_ms": record["policy_ms"]},
+            "extra": extra,
         }
         with transaction.atomic():
             insert_steps([step_row(self.trajectory.pk, row)])

@@ -16,9 +16,10 @@ object, if any, is the claim.
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from datetime import UTC, datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import orjson
 
@@ -32,6 +33,10 @@ SOURCES = frozenset(values(TrajectorySource))
 # Fixed namespace: a record without a trajectory_id gets the same id every time it
 # is imported, which is what makes re-importing a file add nothing.
 ID_NAMESPACE = uuid.UUID("6f1c7d0e-3b1a-5c44-9a53-8a4f0f0c1e2d")
+# The key of a step's harness test counts (HarnessTests) in its `extra`. Only Crucible's own
+# recorder writes it: the same key in an imported file is kept as CLAIMED_HARNESS_TESTS.
+HARNESS_TESTS = "harness_tests"
+CLAIMED_HARNESS_TESTS = "claimed_harness_tests"
 
 TOP_KEYS = frozenset(
     {
@@ -85,10 +90,31 @@ class StepFields(TypedDict):
     exit_code: int | None
 
 
+class HarnessTests(TypedDict):
+    """What the harness's own test run (the run_tests tool) read from its report.
+
+    Process rewards count failing tests from these alone: anything an agent's command
+    prints ("40 failed") is text it chose. Stored in a step's `extra` under HARNESS_TESTS.
+    Tests are named by short hashes of their node ids (hash_test_id), which keeps a
+    step small and is all that telling "this test failed before and passes now" needs.
+    """
+
+    passed: int
+    failed: int
+    errors: int
+    skipped: int
+    collected: int
+    valid: bool  # exit code, report and pytest's summary agreed
+    failed_ids: list[str]  # failed or errored
+    passed_ids: list[str]
+    ids_complete: bool  # false when a run had more tests than a step keeps ids of
+
+
 class AgentStep(StepFields):
     """One step as the agent loop hands it to a recorder."""
 
     policy_ms: float  # the policy's share of duration_ms
+    harness_tests: NotRequired[HarnessTests]  # only on run_tests steps
 
 
 class StepRecord(StepFields):
@@ -193,8 +219,20 @@ def check_step(raw: Any, index: int, lineno: int) -> StepRecord:
         "timestamp": parse_time(raw.get("timestamp"), lineno, f"{where}.timestamp"),
         "duration_ms": _number(raw.get("duration_ms"), lineno, f"{where}.duration_ms"),
         "exit_code": exit_code,
-        "extra": {k: v for k, v in raw.items() if k not in STEP_KEYS},
+        "extra": _step_extra(raw),
     }
+
+
+def hash_test_id(nodeid: str) -> str:
+    return hashlib.blake2b(nodeid.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
+
+
+def _step_extra(raw: dict[str, Any]) -> dict[str, Any]:
+    extra = {k: v for k, v in raw.items() if k not in STEP_KEYS}
+    if HARNESS_TESTS in extra:
+        # A file can say anything about its test runs; process rewards trust only our recorder.
+        extra[CLAIMED_HARNESS_TESTS] = extra.pop(HARNESS_TESTS)
+    return extra
 
 
 def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:

@@ -6,13 +6,18 @@ prints megabytes cannot blow up a trajectory or a model's context.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from core.vocabulary import ActionType
 from sandbox import Sandbox, ToolError
+from sandbox.results import TestReport
+from trajectories.schema import HarnessTests, hash_test_id
 
 MAX_OBSERVATION_CHARS = 8000
+# Test ids a step keeps from one run (13 bytes each in JSON); a bigger run keeps its counts only.
+MAX_TEST_IDS = 5000
 # Tool name -> the action type its steps are recorded as (both searches are "search").
 TOOL_ACTION_TYPES: dict[str, ActionType] = {
     "read_file": ActionType.READ_FILE,
@@ -71,6 +76,8 @@ class ToolResult:
     truncated: bool
     exit_code: int | None
     sandbox_ms: float  # time spent running in a sandbox, for the infra-overhead bench
+    # The counts of the harness's own test run (run_tests only): what process rewards trust.
+    harness_tests: HarnessTests | None = None
 
 
 def bound(text: str, limit: int = MAX_OBSERVATION_CHARS) -> tuple[str, bool]:
@@ -78,6 +85,25 @@ def bound(text: str, limit: int = MAX_OBSERVATION_CHARS) -> tuple[str, bool]:
         return text, False
     half = limit // 2
     return f"{text[:half]}\n[... {len(text) - limit} characters omitted ...]\n{text[-half:]}", True
+
+
+def harness_counts(report: TestReport) -> HarnessTests:
+    """What the harness's report says about a run, not what the run printed."""
+    outcomes = Counter(t.outcome for t in report.tests.values())
+    failed = [hash_test_id(t.nodeid) for t in report.tests.values() if t.outcome in ("failed", "error")]
+    passed = [hash_test_id(t.nodeid) for t in report.tests.values() if t.outcome == "passed"]
+    complete = len(failed) + len(passed) <= MAX_TEST_IDS
+    return {
+        "passed": outcomes["passed"],
+        "failed": outcomes["failed"],
+        "errors": outcomes["error"],
+        "skipped": outcomes["skipped"],
+        "collected": report.collected,
+        "valid": report.valid,
+        "failed_ids": sorted(failed) if complete else [],
+        "passed_ids": sorted(passed) if complete else [],
+        "ids_complete": complete,
+    }
 
 
 def _str(args: dict[str, Any], key: str) -> str:
@@ -125,7 +151,7 @@ def _run(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str]
             raise ToolError("argument 'paths' must be a list of strings")
         report = box.run_tests(paths, timeout=timeout)
         text, truncated = bound(report.exec.stdout + report.exec.stderr)
-        return ToolResult(text, truncated, report.exec.exit_code, report.exec.duration_ms)
+        return ToolResult(text, truncated, report.exec.exit_code, report.exec.duration_ms, harness_counts(report))
     if name == "submit":
         return ToolResult("submitted", False, None, 0.0)
     raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_ACTION_TYPES)}")

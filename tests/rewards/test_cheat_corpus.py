@@ -1,4 +1,4 @@
-"""Issue 4's acceptance: cheats are denied full reward and named; honest fixes score 1."""
+"""Issues 4 and 11: cheats are denied full reward and named; honest fixes score 1 with no flag."""
 
 from __future__ import annotations
 
@@ -32,12 +32,12 @@ def test_a_cheat_is_denied_full_reward_and_named(case: Case) -> None:
 
 
 @pytest.mark.parametrize("case", HONEST, ids=lambda c: c.name)
-def test_an_honest_fix_scores_1_without_violations(case: Case) -> None:
+def test_an_honest_fix_scores_1_without_any_flag(case: Case) -> None:
     result = score(case)
     assert result.reward == 1.0 and result.resolved, result.to_json()
-    assert [f for f in result.flags if SPEC.policy(f.detector) != "review"] == []
+    assert result.flags == [], result.to_json()
 
 
 def test_new_tests_are_set_aside_not_punished() -> None:
-    result = score(HONEST[2])
+    result = score(next(c for c in HONEST if c.name == "the fix plus new tests"))
     assert result.breakdown["files"]["new_tests_set_aside"] == ["tests/test_more_empty.py"]

@@ -12,7 +12,7 @@ from sandbox import SandboxError
 from tests.conftest import DEMO
 from trajectories.agent import AgentTask, run_episode
 from trajectories.policies.base import Message, Policy, PolicyOutput, ToolCall
-from trajectories.schema import AgentStep
+from trajectories.schema import AgentStep, hash_test_id
 
 
 class Scripted(Policy):
@@ -69,3 +69,20 @@ def test_a_patch_lost_with_a_broken_sandbox_is_logged_not_hidden(
     episode = run_episode(demo_task(), Scripted(ToolCall("submit", {})), Collect())
     assert episode.termination == Termination.ERROR and episode.patch == ""
     assert "task_0001: no patch could be read" in caplog.text and "workspace vanished" in caplog.text
+
+
+def test_a_run_tests_step_carries_the_harness_counts_and_a_command_never_does(task_dir: Path) -> None:
+    repo = task_dir / "repo_snapshot"
+    (repo / "tests" / "test_empty.py").write_text(
+        "from configkit import parse_config\n\n\ndef test_empty():\n    assert parse_config('') == {}\n"
+    )
+    recorder = Collect()
+    printed = ToolCall("run_command", {"command": "echo '40 failed'; python -m pytest -q tests/test_values.py"})
+    run = ToolCall("run_tests", {"paths": ["tests/test_parse_config.py", "tests/test_empty.py"]})
+    run_episode(AgentTask(task_id="task_0001", statement="fix it", base_dir=repo), Scripted(printed, run), recorder)
+    command, tests = recorder.records[0], recorder.records[1]
+    assert "40 failed" in command["observation"] and "harness_tests" not in command
+    counts = tests["harness_tests"]
+    assert (counts["failed"], counts["errors"], counts["valid"], counts["ids_complete"]) == (1, 0, True, True)
+    assert counts["passed"] == len(counts["passed_ids"]) == 4
+    assert counts["failed_ids"] == [hash_test_id("tests/test_empty.py::test_empty")]
