@@ -149,6 +149,10 @@ def _run(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str]
         paths = args.get("paths") or visible_tests
         if not isinstance(paths, list) or not all(isinstance(p, str) for p in paths):
             raise ToolError("argument 'paths' must be a list of strings")
+        # These go straight into pytest's argv, which does not honour "--": an option here
+        # (-p, -k, --deselect, -c) would let the agent choose what the harness runs and reports.
+        if any(p.startswith("-") or not p.strip() for p in paths):
+            raise ToolError("argument 'paths' must be test paths or node ids, not options")
         report = box.run_tests(paths, timeout=timeout)
         text, truncated = bound(report.exec.stdout + report.exec.stderr)
         return ToolResult(text, truncated, report.exec.exit_code, report.exec.duration_ms, harness_counts(report))

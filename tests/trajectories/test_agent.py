@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from core.vocabulary import ActionType, Termination
-from sandbox import SandboxError
+from sandbox import Sandbox, SandboxError
 from tests.conftest import DEMO
 from trajectories.agent import AgentTask, run_episode
 from trajectories.policies.base import Message, Policy, PolicyOutput, ToolCall
 from trajectories.schema import AgentStep, hash_test_id
+from trajectories.tools import run_tool
 
 
 class Scripted(Policy):
@@ -86,3 +87,11 @@ def test_a_run_tests_step_carries_the_harness_counts_and_a_command_never_does(ta
     assert (counts["failed"], counts["errors"], counts["valid"], counts["ids_complete"]) == (1, 0, True, True)
     assert counts["passed"] == len(counts["passed_ids"]) == 4
     assert counts["failed_ids"] == [hash_test_id("tests/test_empty.py::test_empty")]
+
+
+@pytest.mark.parametrize("paths", [["-p", "evil_plugin"], ["--deselect=tests/test_a.py::test_x"], ["-k", "not hard"]])
+def test_the_agents_run_tests_cannot_pass_options_to_the_harness(paths: list[str]) -> None:
+    with Sandbox(DEMO / "tasks" / "task_0001" / "repo_snapshot") as box:
+        result = run_tool(box, "run_tests", {"paths": paths}, [], 60)
+    assert "not options" in result.observation
+    assert result.harness_tests is None
