@@ -11,7 +11,7 @@ import pytest
 
 from sandbox import Sandbox
 from sandbox.backends.base import SandboxError
-from sandbox.core import purge_bytecode, pytest_command
+from sandbox.hermetic import purge_bytecode, pytest_command
 from sandbox.junit import nodeid
 from tests.sandbox.conftest import DEMO_TASK
 

@@ -1,0 +1,245 @@
+"""The hermetic test run's pieces: which commands it accepts, the harness-owned ini and plugins,
+purging bytecode, reading results safely and cross-checking them.
+
+`Sandbox.run_tests` (sandbox/core.py) puts these together; nothing in the workspace chooses how
+the tests run (docs/reward-threat-model.md, "A hermetic run").
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import logging
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from sandbox import junit
+from sandbox.backends.base import SandboxError
+from sandbox.results import TestReport
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TEST_COMMAND = "python -m pytest"
+PYTEST_SCRIPTS = frozenset({"pytest", "py.test"})
+PYTHON_NAME = re.compile(r"^python(3(\.\d+)?)?$")
+# Interpreter flags a task's command may keep; -E and -I would drop the harness's PYTHONPATH.
+PYTHON_FLAGS = re.compile(r"^-[bBdOqsuvP]+$")
+# -P: the working directory (the agent's workspace) is not put first on sys.path, so a
+# sitecustomize.py, a pytest.py or a *.dist-info there is not found at start-up.
+# -s: no user site-packages (HOME is a tmpfs, but the local backend's is the host's /tmp).
+HERMETIC_PYTHON_FLAGS = ("-P", "-s")
+HERMETIC_ENV = {
+    "PYTHONDONTWRITEBYTECODE": "1",
+    # Only plugins named with -p load: never an entry point found in an installed (or planted) distribution.
+    "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    "PYTEST_ADDOPTS": "",
+    "PYTEST_PLUGINS": "",
+}
+HARNESS_INI = "pytest.ini"
+HARNESS_INI_TEXT = """[pytest]
+# The harness's own configuration for one run: the workspace's pytest.ini, pytest.toml,
+# pyproject.toml, setup.cfg and tox.ini are never read.
+junit_family = xunit1
+"""
+# Puts the workspace first on sys.path, as `python -m pytest` (or an ini's `pythonpath`)
+# would, but only once every -p plugin is imported: pytest applies `pythonpath` before it
+# imports -p plugins, so a module in the workspace would shadow a harness plugin's name.
+WORKSPACE_PATH_PLUGIN = "crucible_workspace_path"
+WORKSPACE_PATH_SOURCE = """# Written by Sandbox.run_tests: the workspace goes on sys.path after the plugins.
+
+import sys
+
+import pytest
+
+WORKSPACE = {workspace!r}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config):
+    if WORKSPACE not in sys.path:
+        sys.path.insert(0, WORKSPACE)
+"""
+HARNESS_OUT_ENV = "CRUCIBLE_HARNESS_OUT"
+REPORT_FILE = "report.xml"
+HARNESS_FILE = "harness.json"
+MAX_HARNESS_BYTES = 1024 * 1024
+BYTECODE_SUFFIXES = (".pyc", ".pyo")
+# Module names a harness plugin may not take: pytest itself and what it loads by name.
+RESERVED_PLUGIN_NAMES = frozenset(
+    {"pytest", "_pytest", "pluggy", "py", "conftest", "sitecustomize", "usercustomize", WORKSPACE_PATH_PLUGIN}
+)
+SUMMARY_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+
+
+def pytest_command(command: str) -> list[str]:
+    """A task's test command as the hermetic argv prefix `python -P -s -m pytest <its own arguments>`.
+
+    Accepted: `pytest ...`, `py.test ...` and `python[3[.N]] [interpreter flags] -m pytest ...`.
+    Anything else (tox, a runtests.py, a shell line, environment assignments) is refused
+    with SandboxError: the harness cannot vouch for a run it does not start itself.
+    """
+    try:
+        words = shlex.split(command)
+    except ValueError as exc:
+        raise SandboxError(f"test command {command!r}: {exc}") from None
+    head = PurePosixPath(words[0]).name if words else ""
+    if head in PYTEST_SCRIPTS:
+        return ["python", *HERMETIC_PYTHON_FLAGS, "-m", "pytest", *words[1:]]
+    if PYTHON_NAME.match(head):
+        flags: list[str] = []
+        i = 1
+        while i < len(words) and words[i] != "-m":
+            word = words[i]
+            if word in ("-X", "-W") and i + 1 < len(words):
+                flags += words[i : i + 2]
+                i += 2
+            elif word.startswith(("-X", "-W")) or PYTHON_FLAGS.match(word):
+                flags.append(word)
+                i += 1
+            else:
+                break
+        if words[i : i + 2] == ["-m", "pytest"]:
+            return [words[0], *HERMETIC_PYTHON_FLAGS, *flags, "-m", "pytest", *words[i + 2 :]]
+    raise SandboxError(
+        f"test command {command!r} is not `pytest ...` or `python -m pytest ...`: "
+        "the harness runs pytest itself, hermetically, and nothing else"
+    )
+
+
+def plugin_names(plugins: Sequence[tuple[str, str]]) -> list[str]:
+    names = [name for name, _ in plugins]
+    for name in names:
+        if not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED_PLUGIN_NAMES:
+            raise SandboxError(f"harness plugin name {name!r} is not a plain, free module name")
+    if len(set(names)) != len(names):
+        raise SandboxError(f"harness plugin names repeat: {names}")
+    return names
+
+
+def write_harness(harness: Path, workspace_inside: str, plugins: Sequence[tuple[str, str]]) -> None:
+    harness.mkdir()
+    (harness / HARNESS_INI).write_text(HARNESS_INI_TEXT)
+    (harness / f"{WORKSPACE_PATH_PLUGIN}.py").write_text(WORKSPACE_PATH_SOURCE.format(workspace=workspace_inside))
+    for name, source in plugins:
+        (harness / f"{name}.py").write_text(source)
+    for path in harness.iterdir():
+        path.chmod(0o644)
+    # Readable by a backend's unprivileged user; bound read-only, so nothing in the run can change it.
+    harness.chmod(0o755)
+
+
+def read_results(report: TestReport, reports: Path, read_harness: bool) -> None:
+    """The JUnit report and the harness result, each read without trusting what is at its path."""
+    unsafe = []
+    try:
+        report.tests, report.collected = junit.read_report(reports / REPORT_FILE)
+    except junit.UnsafeReport as exc:
+        unsafe.append(str(exc))
+    except junit.ReportError as exc:
+        report.inconsistencies.append(str(exc))
+    if read_harness:
+        try:
+            data = junit.read_safely(reports / HARNESS_FILE, MAX_HARNESS_BYTES)
+        except junit.UnsafeReport as exc:
+            unsafe.append(str(exc))
+            data = None
+        if data is not None:
+            try:
+                loaded = json.loads(data)
+            except (ValueError, RecursionError):
+                loaded = None
+            if isinstance(loaded, dict):
+                report.harness = loaded
+            else:
+                report.inconsistencies.append("the harness result is not a JSON object")
+    report.unsafe = "; ".join(unsafe)
+
+
+def purge_bytecode(root: Path) -> int:
+    """Remove every __pycache__ directory and *.pyc / *.pyo file under `root`; how many were removed.
+
+    Bytecode is what the interpreter runs instead of the source beside it (an unchecked-hash
+    .pyc is never compared with its .py), so none may survive into a test run. Symlinks are
+    removed, never followed; a directory made unlistable is opened up again first, because
+    the interpreter can still open a known file name inside it.
+    """
+    removed = 0
+    stack = [str(root)]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = _listing(current)
+        except OSError as exc:
+            logger.warning("bytecode purge: cannot list %s: %s", current, exc)
+            continue
+        for entry in entries:
+            name = entry.name.lower()
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if name == "__pycache__" or (not is_dir and name.endswith(BYTECODE_SUFFIXES)):
+                try:
+                    _force_remove(entry.path)
+                    removed += 1
+                except (OSError, RecursionError) as exc:
+                    logger.warning("bytecode purge: cannot remove %s: %s", entry.path, exc)
+            elif is_dir:
+                stack.append(entry.path)
+    return removed
+
+
+def _listing(path: str) -> list[os.DirEntry[str]]:
+    try:
+        with os.scandir(path) as entries:
+            return list(entries)
+    except PermissionError:
+        os.chmod(path, 0o700)
+        with os.scandir(path) as entries:
+            return list(entries)
+
+
+def _force_remove(path: str) -> None:
+    if os.path.islink(path) or not os.path.isdir(path):
+        os.unlink(path)
+        return
+    for entry in _listing(path):
+        _force_remove(entry.path)
+    os.rmdir(path)
+
+
+def cross_check(report: TestReport) -> list[str]:
+    """Exit code, the report and pytest's own summary line must tell the same story."""
+    problems: list[str] = []
+    result = report.exec
+    if result.timed_out:
+        problems.append("the test run timed out")
+    if not report.tests and report.collected == 0 and result.exit_code not in (5, None):
+        if not problems and not report.inconsistencies and not report.unsafe:
+            problems.append(f"no tests were reported but pytest exited with {result.exit_code}")
+    outcomes = [t.outcome for t in report.tests.values()]
+    bad = sum(o in ("failed", "error") for o in outcomes)
+    if report.tests and report.collected != len(report.tests):
+        problems.append(f"the report claims {report.collected} tests but lists {len(report.tests)}")
+    if result.exit_code == 0 and bad:
+        problems.append(f"pytest exited 0 but the report has {bad} failing tests")
+    if result.exit_code == 1 and report.tests and not bad:
+        problems.append("pytest exited 1 but the report has no failing test")
+    if result.exit_code == 5 and report.tests:
+        problems.append("pytest said no tests ran but the report lists some")
+    summary = _summary_counts(result.stdout)
+    if summary is not None and report.tests:
+        passed = sum(o == "passed" for o in outcomes)
+        if summary.get("passed", 0) != passed:
+            problems.append(f"pytest's summary says {summary.get('passed', 0)} passed, the report {passed}")
+    return problems
+
+
+def _summary_counts(stdout: str) -> dict[str, int] | None:
+    lines = [line for line in stdout.strip().splitlines() if " in " in line and SUMMARY_RE.search(line)]
+    if not lines:
+        return None
+    counts: dict[str, int] = {}
+    for number, word in SUMMARY_RE.findall(lines[-1]):
+        counts["error" if word.startswith("error") else word] = int(number)
+    return counts
