@@ -137,6 +137,12 @@ def test_the_demo_history_yields_valid_tasks_from_real_commits(
     tasks = list(Task.objects.filter(suite__name="history"))
     valid = [t for t in tasks if t.validation_status == "valid"]
     assert len(valid) >= 10, {t.task_id: t.validation_report.get("reasons") for t in tasks if t not in valid}
+    # The hardened scorer (admission, hermetic run, canaries, twins) still gives a real
+    # commit's own fix full marks.
+    spec = load_spec()
+    scores = {t.task_id: score_patch(task_spec_for(t), t.expected_patch, spec) for t in valid}
+    assert {k: s.reward for k, s in scores.items() if not s.resolved} == {}
+    assert {k: [f.detector for f in s.flags] for k, s in scores.items() if s.flags} == {}
     task = next(t for t in tasks if "parse_config" in t.statement and "empty" in t.statement.lower())
     assert task.source == "git_history" and task.tests_dest == "tests"
     parent = git(out / "configkit", "rev-parse", f"{task.task_id.split('-')[1]}^")
