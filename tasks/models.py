@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.limits import TASK_ID_MAX
 from core.vocabulary import RunStatus, Split, TaskSource, ValidationStatus, choices
 
 
@@ -26,7 +27,7 @@ class Task(models.Model):
     Source = TaskSource
     Validation = ValidationStatus
 
-    task_id = models.CharField(max_length=200, unique=True)
+    task_id = models.CharField(max_length=TASK_ID_MAX, unique=True)
     suite = models.ForeignKey(TaskSuite, on_delete=models.PROTECT, related_name="tasks")
     statement = models.TextField()
     source = models.CharField(max_length=32, choices=choices(TaskSource), default=Source.HANDWRITTEN)

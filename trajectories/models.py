@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.limits import TASK_ID_MAX
 from core.vocabulary import DEFAULT_BACKEND, RunStatus, Termination, TrajectorySource, TrajectoryStatus, choices
 from tasks.models import Task, TaskSuite
 
@@ -26,7 +27,7 @@ class Trajectory(models.Model):
     schema_version = models.PositiveSmallIntegerField(default=1)
     # task_ref keeps the task id as recorded, so a trajectory for a task that is not
     # (yet) in this database still imports and exports unchanged.
-    task_ref = models.CharField(max_length=200, db_index=True)
+    task_ref = models.CharField(max_length=TASK_ID_MAX, db_index=True)
     task = models.ForeignKey(Task, null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories")
     suite = models.ForeignKey(TaskSuite, null=True, blank=True, on_delete=models.SET_NULL, related_name="trajectories")
     task_version = models.CharField(max_length=80, blank=True)

@@ -23,6 +23,7 @@ from typing import Any, NotRequired, TypedDict
 
 import orjson
 
+from core.limits import TASK_ID_MAX
 from core.vocabulary import ActionType, Termination, TrajectorySource, values
 
 SCHEMA_VERSION = 1
@@ -240,8 +241,8 @@ def check_record(raw: Any, lineno: int, line: bytes) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise RecordError(lineno, "a trajectory must be a JSON object")
     task_id = raw.get("task_id")
-    if not isinstance(task_id, str) or not task_id or len(task_id) > 200:
-        raise RecordError(lineno, "task_id is missing or not a non-empty string (at most 200 characters)")
+    if not isinstance(task_id, str) or not task_id or len(task_id) > TASK_ID_MAX:
+        raise RecordError(lineno, f"task_id is missing or not a non-empty string (at most {TASK_ID_MAX} characters)")
     version = raw.get("schema_version", SCHEMA_VERSION)
     if version != SCHEMA_VERSION:
         raise RecordError(lineno, f"schema_version {version!r} is not supported (this is version {SCHEMA_VERSION})")

@@ -162,6 +162,8 @@ def test_the_rollout_command_writes_the_scored_jsonl_and_resumes_after_ctrl_c_or
     assert waited < 170
     with pytest.raises(CommandError, match="no suite named"):
         call_command("rollout", "--suite", "nope", "--policy", "scripted", verbosity=0)
+    with pytest.raises(CommandError, match="--score-timeout must be a positive"):
+        call_command("rollout", "--suite", "small", "--policy", "scripted", "--score-timeout", "-1", verbosity=0)
 
 
 @pytest.mark.worker

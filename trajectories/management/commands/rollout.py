@@ -54,6 +54,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not options["score_timeout"] > 0:
+            raise CommandError("--score-timeout must be a positive number of seconds")
         suite = TaskSuite.objects.filter(name=options["suite"]).first()
         if suite is None:
             raise CommandError(f"no suite named {options['suite']!r}")
