@@ -17,12 +17,16 @@ __all__ = [
     "LAUNCHABLE_POLICIES",
     "ActionType",
     "BackendName",
+    "CheckpointKind",
+    "ComparisonChoice",
+    "ComparisonStrategy",
     "JobQueue",
     "LiveGroup",
     "PolicyKind",
     "RunStatus",
     "Split",
     "TaskSource",
+    "TrainingKind",
     "Termination",
     "TrajectorySource",
     "TrajectoryStatus",
@@ -116,6 +120,8 @@ class JobQueue(StrEnum):
     DEFAULT = "default"
     ROLLOUTS = "rollouts"
     REWARDS = "rewards"
+    # Training runs go to GPU hosts in a fleet; a worker that should train consumes it.
+    TRAINING = "training"
 
 
 class LiveGroup(StrEnum):
@@ -124,6 +130,41 @@ class LiveGroup(StrEnum):
     TRAJECTORY = "trajectory"
     BATCH = "batch"
     VALIDATION = "validation"
+    RUN = "run"  # a training run
+    EVAL = "eval"  # an evaluation run
+
+
+class ComparisonStrategy(StrEnum):
+    """How a comparison set draws its pairs of patches for one task."""
+
+    RANDOM = "random"
+    # Both patches got the same verified test outcome: tests cannot decide between them,
+    # which is exactly where a reward model needs people's judgement.
+    SAME_OUTCOME = "same_outcome"
+    CLOSE_REWARD = "close_reward"
+    # One patch from each side of an A-vs-B comparison (two policies or checkpoints).
+    CHECKPOINTS = "checkpoints"
+
+
+class ComparisonChoice(StrEnum):
+    """A reviewer's verdict on a pair, always in the pair's own A/B terms (not screen sides)."""
+
+    A = "A"
+    B = "B"
+    TIE = "tie"
+    BOTH_BAD = "both_bad"
+
+
+class TrainingKind(StrEnum):
+    SFT = "sft"
+    REWARD = "reward"
+    DPO = "dpo"
+    GRPO = "grpo"
+
+
+class CheckpointKind(StrEnum):
+    POLICY = "policy"  # a causal LM: usable as the hf policy
+    REWARD = "reward"  # a sequence-classification reward model
 
 
 def choices(enum: type[StrEnum]) -> list[tuple[str, str]]:

@@ -1,9 +1,11 @@
-"""Training data: frozen, versioned choices of trajectories (and, later, runs and checkpoints)."""
+"""Training: frozen, versioned choices of trajectories, training runs and their checkpoints."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+
+from core.vocabulary import CheckpointKind, RunStatus, TrainingKind, choices
 
 
 class TrainingSet(models.Model):
@@ -25,3 +27,86 @@ class TrainingSet(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}@{self.version}"
+
+
+class TrainingRun(models.Model):
+    """One training job (SFT, reward model, DPO or GRPO) launched through Celery.
+
+    `config` is the submitted rl_config (model, environment, rl, data, logging, kind) as
+    validated; `config_hash` names it for checkpoint lineage. `pgid` is the process group of
+    the `accelerate launch` subprocess, so cancel can stop the whole tree.
+    """
+
+    Status = RunStatus
+    Kind = TrainingKind
+
+    name = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=16, choices=choices(TrainingKind))
+    status = models.CharField(max_length=16, choices=choices(RunStatus), default=RunStatus.QUEUED, db_index=True)
+    config = models.JSONField(default=dict)
+    config_hash = models.CharField(max_length=64, blank=True)
+    output_dir = models.CharField(max_length=500, blank=True)
+    # The checkpoint this run starts from (a resume, or a fine-tune of an earlier result).
+    resume_from = models.ForeignKey(
+        "Checkpoint", null=True, blank=True, on_delete=models.SET_NULL, related_name="resumed_by"
+    )
+    pgid = models.IntegerField(null=True, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)  # the latest value of each metric
+    error = models.TextField(blank=True)
+    log_tail = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"run {self.pk}: {self.kind}"
+
+
+class RunMetric(models.Model):
+    """One logged step of a training run: the values the trainer reported at that step."""
+
+    run = models.ForeignKey(TrainingRun, on_delete=models.CASCADE, related_name="metric_rows")
+    step = models.PositiveIntegerField()
+    values = models.JSONField(default=dict)
+    logged_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "step", "id"]
+        indexes = [models.Index(fields=["run", "step"], name="run_metric_step")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}@{self.step}"
+
+
+class Checkpoint(models.Model):
+    """Saved weights with their lineage: usable as the hf policy (kind policy) or as a
+    weighted reward component (kind reward), and comparable in evaluation."""
+
+    Kind = CheckpointKind
+
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=choices(CheckpointKind), default=CheckpointKind.POLICY)
+    path = models.CharField(max_length=500)  # a directory that from_pretrained loads
+    run = models.ForeignKey(TrainingRun, null=True, blank=True, on_delete=models.SET_NULL, related_name="checkpoints")
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="children")
+    base_model = models.CharField(max_length=500, blank=True)
+    step = models.PositiveIntegerField(default=0)
+    config_hash = models.CharField(max_length=64, blank=True)
+    dataset = models.CharField(max_length=200, blank=True)  # e.g. a training set name@version or a file
+    dataset_hash = models.CharField(max_length=64, blank=True)
+    code_version = models.CharField(max_length=64, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)  # the run's metrics when this was saved
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["run", "step"], name="checkpoint_run_step")]
+
+    def __str__(self) -> str:
+        return self.name

@@ -101,7 +101,7 @@ def run_episode(
                 sandbox_ms += step_sandbox_ms
                 recorder.step(record)
                 steps = number
-                messages += _conversation(call, output.thought, record["observation"], number)
+                messages += turn_messages(call, output.thought, record["observation"], number)
                 if record["action_type"] == ActionType.SUBMIT:
                     termination = Termination.SUBMITTED
                     break
@@ -165,7 +165,8 @@ def _step(
     return record, call, result.sandbox_ms
 
 
-def _conversation(call: ToolCall | None, thought: str, observation: str, number: int) -> list[Message]:
+def turn_messages(call: ToolCall | None, thought: str, observation: str, number: int) -> list[Message]:
+    """One step as chat messages: the assistant's call (or text) and the observation it got."""
     if call is None:
         return [Message("assistant", thought), Message("user", observation)]
     call_id = f"call_{number}"
