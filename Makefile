@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat requirements/lock.txt | sha256sum | cut -c1-12)
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup system-packages run test lint bench
+.PHONY: setup system-packages run test lint bench reliability
 
 setup: system-packages $(STAMP)
 	@$(BIN)/python manage.py migrate --no-input -v0
@@ -48,3 +48,7 @@ lint: setup
 
 bench: setup
 	@$(BIN)/python -m bench $(BENCH_ARGS)
+
+# Long runs, not part of `make test`: the live layer soaked for 10 minutes (SOAK_ARGS="--minutes 2").
+reliability: setup
+	@$(BIN)/python scripts/soak_live.py $(SOAK_ARGS)

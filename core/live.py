@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -9,8 +10,11 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
+from redis.exceptions import RedisError
 
 from core.vocabulary import LiveGroup
+
+logger = logging.getLogger(__name__)
 
 # Group names are built from client input too (subscriptions), so they are checked
 # against the only shapes the server ever publishes to and the channel layer's limits.
@@ -25,7 +29,13 @@ def publish(group: str, event: Mapping[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    async_to_sync(layer.group_send)(group, {"type": "live.event", "group": group, "event": event})
+    try:
+        async_to_sync(layer.group_send)(group, {"type": "live.event", "group": group, "event": event})
+    except (RedisError, OSError) as exc:
+        # Live events are a courtesy: the write they announce has committed, and a page that
+        # missed one resynchronises from the API when its socket comes back. Redis being away
+        # must not fail the rollout, import or scoring that published it.
+        logger.warning("live event to %s not sent, Redis unavailable: %s", group, exc)
 
 
 def publish_on_commit(group: str, event: Mapping[str, Any]) -> None:

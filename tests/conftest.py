@@ -67,8 +67,28 @@ def task_dir(tmp_path: Path) -> Path:
     return dest
 
 
+def purge_queues(queues: str) -> None:
+    """Drop jobs an earlier test left in the tests' broker for these queues.
+
+    Trajectory ids are uuid5 of (batch, task, sample), so a job left behind by an earlier
+    test can name the same id as a fresh database's first batch and run against it.
+    """
+    import redis
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"])
+    try:
+        for queue in queues.split(","):
+            # Celery's Redis transport keeps a queue in a list named after it, with one
+            # list per priority level under the same prefix.
+            keys = [queue, *client.scan_iter(match=f"{queue}\x06\x16*")]
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
 def start_worker(queues: str) -> Iterator[subprocess.Popen[bytes]]:
     """A real Celery worker process on the test database and the tests' Redis database."""
+    purge_queues(queues)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings_test",

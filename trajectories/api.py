@@ -92,4 +92,13 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet[Trajectory]):
         except ValueError:
             raise ValidationError({"after": "must be an integer", "limit": "must be an integer"}) from None
         steps = trajectory.steps.filter(step__gt=after).order_by("step")[:limit]
-        return Response({"status": trajectory.status, "steps": StepSerializer(steps, many=True).data})
+        # The header and provenance come along, so a live page that reconnects repaints them too.
+        head = {
+            "status": trajectory.status,
+            "step_count": trajectory.step_count,
+            "termination": trajectory.termination,
+            "error": trajectory.error if trajectory.status != Trajectory.Status.CANCELLED else "",
+            "policy_kind": trajectory.policy_kind,
+            "policy_model": trajectory.policy_model,
+        }
+        return Response({**head, "steps": StepSerializer(steps, many=True).data})

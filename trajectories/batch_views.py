@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django import forms
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -21,10 +21,10 @@ from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES
 from tasks.models import TaskSuite
-from trajectories.batches import RolloutError, cancel_batch, resume_batch, start_batch
-from trajectories.events import batch_live_group
+from trajectories.batches import RolloutError, cancel_batch, check_policy_source, resume_batch, start_batch
+from trajectories.events import BatchRow, BatchState, batch_live_group
 from trajectories.models import RolloutBatch
-from trajectories.progress import batch_metrics
+from trajectories.progress import batch_counts, batch_metrics, distinct_errors, error_line
 
 
 class LaunchForm(forms.Form):
@@ -36,11 +36,37 @@ class LaunchForm(forms.Form):
     temperature = forms.FloatField(min_value=TEMPERATURE_MIN, max_value=TEMPERATURE_MAX, initial=TEMPERATURE_DEFAULT)
     max_steps = forms.IntegerField(min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX, initial=MAX_STEPS_DEFAULT)
     sandbox = forms.ChoiceField(choices=[(b.value, b.value) for b in ISOLATING_BACKENDS])
+    tasks = forms.CharField(
+        required=False,
+        max_length=4000,
+        help_text="task ids, comma-separated (empty: every task of the suite)",
+        widget=forms.TextInput(attrs={"placeholder": "all tasks"}),
+    )
+
+    def clean_tasks(self) -> list[str]:
+        return list(dict.fromkeys(t.strip() for t in self.cleaned_data["tasks"].split(",") if t.strip()))
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        policy = data.get("policy")
+        if policy and not self.errors:
+            # Checked before anything is queued: a missing model or a dead server is a form error,
+            # not a batch of failed trajectories.
+            try:
+                check_policy_source(str(policy), str(data.get("model") or ""), str(data.get("base_url") or ""))
+            except RolloutError as exc:
+                self.add_error("base_url" if policy == "openai" else "model", str(exc))
+        return data
+
+
+def launch_initial(request: HttpRequest) -> dict[str, str]:
+    """A launch form pre-filled from the query (the task page's "Roll out this task")."""
+    return {k: request.GET[k][:4000] for k in ("suite", "tasks", "policy", "model") if request.GET.get(k)}
 
 
 @role_required()
 def batch_list(request: HttpRequest) -> HttpResponse:
-    form = LaunchForm(request.POST or None)
+    form = LaunchForm(request.POST or None, initial=launch_initial(request))
     if request.method == "POST":
         if not _may_launch(request):
             return render(request, "trajectories/batch_list.html", _list_context(form), status=403)
@@ -57,6 +83,7 @@ def batch_list(request: HttpRequest) -> HttpResponse:
                     sandbox=data["sandbox"],
                     base_url=data["base_url"],
                     user=request.user,
+                    task_ids=data["tasks"],
                 )
             except RolloutError as exc:
                 form.add_error(None, str(exc))
@@ -77,9 +104,21 @@ def _list_context(form: LaunchForm) -> dict[str, object]:
 @role_required()
 def batch_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
     batch = get_object_or_404(RolloutBatch.objects.select_related("suite"), pk=batch_id)
-    trajectories = batch.trajectories.order_by("task_ref", "sample_index").only(
-        "trajectory_id", "task_ref", "sample_index", "status", "termination", "step_count", "final_reward", "success"
+    rows = batch.trajectories.order_by("task_ref", "sample_index").only(
+        "trajectory_id",
+        "task_ref",
+        "sample_index",
+        "status",
+        "termination",
+        "step_count",
+        "final_reward",
+        "success",
+        "error",
     )
+    trajectories = []
+    for row in rows:
+        row.error_line = error_line(row.error)  # type: ignore[attr-defined]
+        trajectories.append(row)
     return render(
         request,
         "trajectories/batch_detail.html",
@@ -87,9 +126,30 @@ def batch_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
             "batch": batch,
             "trajectories": trajectories,
             "metrics": batch_metrics(batch),
+            "errors": distinct_errors(batch),
             "live_group": batch_live_group(batch.pk),
         },
     )
+
+
+@role_required()
+def batch_state(request: HttpRequest, batch_id: int) -> JsonResponse:
+    """What the batch page repaints from when its live socket comes back (static/js/batch.js)."""
+    batch = get_object_or_404(RolloutBatch, pk=batch_id)
+    rows: list[BatchRow] = [
+        {
+            "trajectory_id": str(trajectory_id),
+            "status": status,
+            "steps": steps,
+            "termination": termination,
+            "error": error_line(error),
+        }
+        for trajectory_id, status, steps, termination, error in batch.trajectories.order_by(
+            "task_ref", "sample_index"
+        ).values_list("trajectory_id", "status", "step_count", "termination", "error")
+    ]
+    state: BatchState = {"status": batch.status, "rows": rows, "errors": distinct_errors(batch), **batch_counts(batch)}
+    return JsonResponse(state, headers={"Cache-Control": "no-store"})
 
 
 @require_POST

@@ -11,6 +11,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from core import states
 from core.limits import (
     MAX_NEW_TOKENS_DEFAULT,
     MAX_NEW_TOKENS_MAX,
@@ -30,6 +31,7 @@ from tasks.models import TaskSuite
 from trajectories.events import BatchStatusEvent, batch_live_group
 from trajectories.jobs import run_trajectory_job
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.policies.registry import policy_registry
 from trajectories.progress import stale_running
 
 logger = logging.getLogger(__name__)
@@ -93,7 +95,9 @@ def start_batch(
     max_new_tokens: int = MAX_NEW_TOKENS_DEFAULT,
     user: Any = None,
     enqueue: bool = True,
+    task_ids: list[str] | None = None,
 ) -> RolloutBatch:
+    """A batch over the suite's tasks, or only over `task_ids` of it (one try need not cost a suite)."""
     check_batch_settings(
         policy_kind,
         samples=samples,
@@ -107,6 +111,12 @@ def start_batch(
     tasks = list(suite.tasks.order_by("task_id"))
     if not tasks:
         raise RolloutError(f"suite {suite.name} has no tasks")
+    if task_ids:
+        wanted = set(task_ids)
+        missing = sorted(wanted - {t.task_id for t in tasks})
+        if missing:
+            raise RolloutError(f"suite {suite.name} has no task {', '.join(repr(m[:80]) for m in missing[:5])}")
+        tasks = [t for t in tasks if t.task_id in wanted]
     if policy_kind == PolicyKind.SCRIPTED and any(not t.expected_patch.strip() for t in tasks):
         raise RolloutError("the scripted policy needs every task to have an expected patch")
     batch = RolloutBatch.objects.create(
@@ -156,6 +166,16 @@ def start_batch(
     return batch
 
 
+def check_policy_source(policy_kind: str, model: str, base_url: str, timeout: float = 3.0) -> None:
+    """Is the model there? Asked before a batch is queued, so a typo is an error on the form,
+    not a batch of failed trajectories (the policy registry's preflight for the kind)."""
+    problem = policy_registry.preflight(
+        policy_kind, model or default_model(policy_kind), base_url=base_url, timeout=timeout
+    )
+    if problem:
+        raise RolloutError(problem)
+
+
 def default_model(policy_kind: str) -> str:
     if policy_kind == PolicyKind.SCRIPTED:
         return "oracle"
@@ -165,7 +185,12 @@ def default_model(policy_kind: str) -> str:
 
 
 def pending(batch: RolloutBatch, stale_after: float | None = None) -> list[Trajectory]:
-    """Trajectories still to run: queued, failed, cancelled, or running with a dead heartbeat."""
+    """Trajectories still to run: queued, failed, cancelled, or running with a dead heartbeat.
+
+    Nothing of a cancelled batch is pending: it stays cancelled until a person resumes it.
+    """
+    if batch.status == RolloutBatch.Status.CANCELLED:
+        return []
     waiting = Q(status__in=[Trajectory.Status.QUEUED, Trajectory.Status.FAILED, Trajectory.Status.CANCELLED])
     if stale_after is not None:
         waiting |= stale_running(stale_after)
@@ -180,16 +205,51 @@ def enqueue_missing(batch: RolloutBatch, stale_after: float | None = None) -> in
     return len(todo)
 
 
+def requeue_lost_rollouts() -> int:
+    """Enqueue again the queued rollouts of unfinished batches: after a Redis restart lost the queue.
+
+    Called by a worker that reconnected to an empty `rollouts` queue (webapp.celery). Another
+    worker doing the same at the same moment costs a claim each, never a second run.
+    """
+    waiting = Trajectory.objects.filter(
+        status=Trajectory.Status.QUEUED,
+        batch__status__in=[RolloutBatch.Status.QUEUED, RolloutBatch.Status.RUNNING],
+    )
+    count = 0
+    for pk in waiting.order_by("id").values_list("pk", flat=True).iterator():
+        run_trajectory_job.delay(pk)
+        count += 1
+    if count:
+        logger.warning("%d queued rollouts were not in the broker's queue (Redis restarted?); enqueued again", count)
+    return count
+
+
 def resume_batch(batch: RolloutBatch, stale_after: float = 120.0) -> int:
-    """Re-run only what is missing; a trajectory already finished is never run twice."""
-    RolloutBatch.objects.filter(pk=batch.pk).update(status=RolloutBatch.Status.QUEUED, finished_at=None)
+    """Re-run only what is missing; a trajectory already finished is never run twice.
+
+    A person's resume is the one way out of cancelled (core.states.reopen). A batch with
+    nothing left to run keeps the state it has.
+    """
+    with transaction.atomic():
+        todo = Q(status__in=states.REOPENABLE) | stale_running(stale_after) | Q(status=Trajectory.Status.QUEUED)
+        if not batch.trajectories.filter(todo).exists():
+            return 0
+        states.reopen(batch.trajectories.all())
+        RolloutBatch.objects.filter(pk=batch.pk).exclude(status=RolloutBatch.Status.QUEUED).update(
+            status=RolloutBatch.Status.QUEUED, finished_at=None
+        )
+    batch.refresh_from_db(fields=["status", "finished_at"])
     return enqueue_missing(batch, stale_after)
 
 
-def cancel_batch(batch: RolloutBatch) -> None:
+def cancel_batch(batch: RolloutBatch) -> bool:
+    """Stop a batch: queued trajectories never run; running ones stop at once (trajectories.runner
+    watches for this). False when the batch had already ended."""
     with transaction.atomic():
-        RolloutBatch.objects.filter(pk=batch.pk).update(status=RolloutBatch.Status.CANCELLED)
-        left = batch.trajectories.filter(status=Trajectory.Status.QUEUED).update(status=Trajectory.Status.CANCELLED)
+        if not states.transition(batch, states.CANCELLED, finished_at=timezone.now()):
+            return False
+        left = states.transition_all(batch.trajectories.filter(status=Trajectory.Status.QUEUED), states.CANCELLED)
         event: BatchStatusEvent = {"kind": "status", "status": RolloutBatch.Status.CANCELLED}
         publish_on_commit(batch_live_group(batch.pk), event)
     logger.info("batch %s cancelled; %d queued trajectories will not run", batch.pk, left)
+    return True

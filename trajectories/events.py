@@ -72,6 +72,7 @@ class BatchTrajectoryEvent(BatchCounts):
     status: str
     termination: str
     steps: int
+    error: str  # why it failed, cut to trajectories.progress.ERROR_HEAD; "" when it did not
     batch_status: NotRequired[str]  # only when this trajectory was the batch's last
 
 
@@ -80,6 +81,24 @@ class BatchStatusEvent(TypedDict):
 
     kind: Literal["status"]
     status: str
+
+
+class BatchRow(TypedDict):
+    """One trajectory's row on a batch page, as the resync API gives it."""
+
+    trajectory_id: str
+    status: str
+    steps: int
+    termination: str
+    error: str
+
+
+class BatchState(BatchCounts):
+    """What a batch page repaints from after a reconnect: every row and the counts."""
+
+    status: str
+    rows: list[BatchRow]
+    errors: list[tuple[str, int]]  # distinct errors of failed trajectories, most frequent first
 
 
 def live_step(row: StepRecord) -> LiveStep:

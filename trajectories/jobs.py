@@ -13,11 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from celery import shared_task
-from django.utils import timezone
 
 from core.vocabulary import JobQueue
-from trajectories.models import Trajectory
-from trajectories.replay import replay_trajectory
+from trajectories.replay import run_replay
 from trajectories.runner import run_trajectory
 from trajectories.services import import_trajectories
 
@@ -25,8 +23,8 @@ logger = logging.getLogger(__name__)
 
 
 @shared_task(queue=JobQueue.DEFAULT, time_limit=3600, acks_late=True)
-def import_trajectories_job(path: str) -> dict[str, int]:
-    """Import a large JSONL file in the background.
+def import_trajectories_job(path: str, allow_unknown_tasks: bool = False) -> dict[str, int]:
+    """Import a large JSONL file in the background (refusing unknown tasks unless allowed).
 
     Safe to run again after a crash: the import is one transaction and skips
     trajectories already stored, so a retry neither duplicates nor half-writes.
@@ -34,7 +32,7 @@ def import_trajectories_job(path: str) -> dict[str, int]:
     started = time.monotonic()
     logger.info("import of %s started", path)
     try:
-        result = import_trajectories(Path(path))
+        result = import_trajectories(Path(path), allow_unknown_tasks=allow_unknown_tasks)
     except Exception:
         logger.exception("import of %s failed after %.1f s", path, time.monotonic() - started)
         raise
@@ -85,18 +83,17 @@ def replay_trajectory_job(trajectory_id: str) -> dict[str, Any]:
     started = time.monotonic()
     logger.info("replay of %s started", trajectory_id)
     try:
-        report = replay_trajectory(trajectory_id)
+        # Progress, the report and any error go on the row and to the page (trajectories.replay).
+        data = run_replay(trajectory_id)
     except Exception:
         logger.exception("replay of %s failed after %.1f s", trajectory_id, time.monotonic() - started)
         raise
-    data = {**asdict(report), "reproducible": report.reproducible, "at": timezone.now().isoformat()}
-    Trajectory.objects.filter(trajectory_id=trajectory_id).update(replay_report=data)
     logger.info(
         "replay of %s finished in %.1f s in %s: %d of %d steps the same",
         trajectory_id,
         time.monotonic() - started,
-        report.backend,
-        report.same,
-        report.steps,
+        data["backend"],
+        data["same"],
+        data["steps"],
     )
     return data

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import Avg, Count, F, Max, Min, Q
 from django.utils import timezone
 
+from core import states
 from core.live import publish_on_commit
 from trajectories.events import BatchCounts, BatchTrajectoryEvent, batch_live_group
 from trajectories.models import RolloutBatch, Step, Trajectory
+
+# A batch page lists at most this many distinct errors, each cut to ERROR_HEAD characters.
+DISTINCT_ERRORS_MAX = 10
+ERROR_HEAD = 500
 
 
 class BatchMetrics(BatchCounts):
@@ -30,12 +36,16 @@ def claim(trajectory_pk: int, stale_after: float | None = None) -> bool:
     """Take a trajectory for this worker; False when another worker has it or it is done.
 
     A single UPDATE ... WHERE is the lock: two workers given the same trajectory (a
-    redelivered message, a resume) cannot both win.
+    redelivered message, a resume) cannot both win. Nothing of a cancelled batch is
+    claimed, so a job that wakes up after the cancel runs nothing.
     """
-    claimable = Q(status__in=[Trajectory.Status.QUEUED, Trajectory.Status.FAILED])
+    claimable = Q(status__in=states.sources(states.RUNNING))
     if stale_after is not None:
+        # A dead worker's row: running -> running under a new attempt, outside the usual moves.
         claimable |= stale_running(stale_after)
-    claimable |= Q(status=Trajectory.Status.CANCELLED) & ~Q(batch__status=RolloutBatch.Status.CANCELLED)
+    # Cancelled by a cancel that a resume has since undone (the resume reopened the batch).
+    claimable |= Q(status=Trajectory.Status.CANCELLED)
+    claimable &= ~Q(batch__status=RolloutBatch.Status.CANCELLED)
     won = Trajectory.objects.filter(Q(pk=trajectory_pk) & claimable).update(
         status=Trajectory.Status.RUNNING, heartbeat_at=timezone.now(), attempt=F("attempt") + 1
     )
@@ -48,9 +58,7 @@ def claim(trajectory_pk: int, stale_after: float | None = None) -> bool:
 
 def mark_batch_running(batch: RolloutBatch) -> None:
     if batch.status == RolloutBatch.Status.QUEUED:
-        RolloutBatch.objects.filter(pk=batch.pk, status=RolloutBatch.Status.QUEUED).update(
-            status=RolloutBatch.Status.RUNNING, started_at=timezone.now()
-        )
+        states.transition(batch, states.RUNNING, only_from=[states.QUEUED], started_at=timezone.now())
 
 
 def batch_cancelled(batch_pk: int) -> bool:
@@ -69,13 +77,16 @@ def record_trajectory_end(trajectory: Trajectory) -> None:
         "status": trajectory.status,
         "termination": trajectory.termination,
         "steps": trajectory.step_count,
+        "error": error_line(trajectory.error),
         **counts,
     }
     with transaction.atomic():
-        if counts["left"] == 0 and batch.status != RolloutBatch.Status.CANCELLED:
+        if counts["left"] == 0:
             status = RolloutBatch.Status.FAILED if counts["failed"] else RolloutBatch.Status.SUCCEEDED
-            RolloutBatch.objects.filter(pk=batch.pk).update(status=status, finished_at=timezone.now())
-            event["batch_status"] = status
+            mark_batch_running(batch)
+            # Conditional: a cancel that got here first stays; the batch never reads succeeded after it.
+            if states.transition(batch, status, finished_at=timezone.now()):
+                event["batch_status"] = status
         publish_on_commit(batch_live_group(batch.pk), event)
 
 
@@ -90,6 +101,18 @@ def batch_counts(batch: RolloutBatch) -> BatchCounts:
         "failed": failed,
         "left": total - done - failed - by_status.get(Trajectory.Status.CANCELLED, 0),
     }
+
+
+def error_line(error: str) -> str:
+    """An error's first line, cut to ERROR_HEAD: what a row or a list of errors shows (the log tail is below it)."""
+    return error.strip().split("\n", 1)[0][:ERROR_HEAD]
+
+
+def distinct_errors(batch: RolloutBatch) -> list[tuple[str, int]]:
+    """The batch's failed trajectories' errors, most frequent first: what went wrong, at a glance."""
+    failed = batch.trajectories.filter(status=Trajectory.Status.FAILED).exclude(error="")
+    counted = Counter(error_line(error) for error in failed.values_list("error", flat=True).iterator())
+    return sorted(counted.items(), key=lambda item: (-item[1], item[0]))[:DISTINCT_ERRORS_MAX]
 
 
 def batch_metrics(batch: RolloutBatch) -> BatchMetrics:

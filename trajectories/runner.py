@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import threading
+import traceback
+from types import TracebackType
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
+from django.utils import timezone
 
+from core import states
 from core.live import publish_on_commit
+from sandbox import SandboxError
+from sandbox.core import sandboxes_root
 from tasks.models import Task
 from tasks.services import TaskStoreError, task_spec_for
 from trajectories.agent import AgentTask, Episode, prompt, run_episode
@@ -20,6 +29,15 @@ from trajectories.recorder import DBRecorder
 from trajectories.signals import trajectory_finished
 
 logger = logging.getLogger(__name__)
+
+# How often a running trajectory looks for its batch's cancel: a cancel stops it within about this.
+CANCEL_POLL_S = 0.5
+# How often a running trajectory's heartbeat is written while a long step (a slow generation, a
+# long test run) runs, so that a resume does not take it for a dead worker's.
+HEARTBEAT_S = 10.0
+# A failed rollout's error keeps the end of its traceback (what a worker log would show), bounded.
+LOG_TAIL_CHARS = 3000
+ERROR_MAX = 5000
 
 
 def agent_task(task: Task, max_steps: int) -> AgentTask:
@@ -65,60 +83,160 @@ def run_trajectory(trajectory_pk: int, stale_after: float | None = None) -> Traj
     try:
         spec = agent_task(task, batch.max_steps)
     except TaskStoreError as exc:
-        return fail(trajectory, str(exc))
+        return fail(trajectory, str(exc), exc)
     try:
         policy = build_policy(batch, task, spec, seed)
     except (PolicyError, OSError) as exc:
-        return fail(trajectory, f"the policy could not start: {exc}")
+        return fail(trajectory, f"the policy could not start: {exc}", exc)
     recorder = DBRecorder(trajectory)
-    try:
-        episode = run_episode(spec, policy, recorder, batch.sandbox, should_stop=lambda: batch_cancelled(batch.pk))
-    finally:
-        policy.close()
-        recorder.flush()
+    with CancelWatch(trajectory) as watch:
+        # The policy may stop a generation half-way when it sees this set (the hf policy's stopping criteria).
+        policy.stop_event = watch.stopped
+        try:
+            episode = run_episode(spec, policy, recorder, batch.sandbox, should_stop=watch.should_stop)
+        except SandboxError as exc:
+            return fail(trajectory, f"the sandbox could not start: {exc}", exc)
+        finally:
+            policy.close()
+            recorder.flush()
     return finish(trajectory, episode, policy.describe(), spec)
 
 
-def fail(trajectory: Trajectory, error: str) -> Trajectory:
+class CancelWatch:
+    """Watches a running trajectory's batch from a thread: on cancel, stops what runs now.
+
+    The agent loop only looks for a cancel between steps, and one step can take minutes (a
+    model generation, a test run). So the watch sets `stopped` (which a policy's generation
+    observes) and kills the process groups of the sandbox commands this process is running,
+    again at each poll, since the loop may start one more before it sees the stop. It also
+    beats the trajectory's heartbeat, so a long step does not look like a dead worker.
+    """
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        assert trajectory.batch_id is not None
+        self.trajectory = trajectory
+        self.batch_pk = trajectory.batch_id
+        self.stopped = threading.Event()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name=f"cancel-watch-{trajectory.pk}", daemon=True)
+
+    def should_stop(self) -> bool:
+        if not self.stopped.is_set() and batch_cancelled(self.batch_pk):
+            self.stopped.set()
+        return self.stopped.is_set()
+
+    def __enter__(self) -> CancelWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        beat_due = HEARTBEAT_S
+        waited = 0.0
+        try:
+            while not self._done.wait(CANCEL_POLL_S):
+                waited += CANCEL_POLL_S
+                if self.stopped.is_set() or batch_cancelled(self.batch_pk):
+                    if not self.stopped.is_set():
+                        logger.info("trajectory %s: batch cancelled, stopping it", self.trajectory.trajectory_id)
+                    self.stopped.set()
+                    kill_sandbox_commands()
+                elif waited >= beat_due:
+                    beat_due += HEARTBEAT_S
+                    Trajectory.objects.filter(
+                        pk=self.trajectory.pk, status=Trajectory.Status.RUNNING, attempt=self.trajectory.attempt
+                    ).update(heartbeat_at=timezone.now())
+        except Exception:  # noqa: BLE001 - a watch that fails must not take the rollout down with it
+            logger.exception("trajectory %s: cancel watch failed", self.trajectory.trajectory_id)
+        finally:
+            connection.close()  # this thread's own connection
+
+
+def kill_sandbox_commands() -> int:
+    """SIGKILL every sandbox command this process is running now; how many were killed.
+
+    A sandbox runs each command as its own session under `<sandboxes_root>/<pid>-...`
+    (sandbox.core.Sandbox), in that directory; so a child of this process that leads its
+    own session and works there is one. Nothing else of the process is touched.
+    """
+    me = os.getpid()
+    prefix = os.path.realpath(sandboxes_root()) + f"/{me}-"
+    killed = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            ppid, session = int(fields[1]), int(fields[3])
+            if ppid != me or session != pid:
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().decode(errors="replace")
+            if prefix not in argv and not os.readlink(f"/proc/{pid}/cwd").startswith(prefix):
+                continue
+            os.killpg(pid, signal.SIGKILL)
+            killed += 1
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to read
+    if killed:
+        logger.info("killed %d running sandbox command(s) of a cancelled trajectory", killed)
+    return killed
+
+
+def fail(trajectory: Trajectory, error: str, exc: BaseException | None = None) -> Trajectory:
+    """Record why a rollout could not run: the error's line, then the log tail that says where."""
     logger.warning("trajectory %s failed before its episode ran: %s", trajectory.trajectory_id, error)
-    Trajectory.objects.filter(pk=trajectory.pk).update(status=Trajectory.Status.FAILED, error=error[:5000])
+    if exc is not None:
+        tail = "".join(traceback.format_exception(exc))[-LOG_TAIL_CHARS:]
+        error = f"{error}\n\nlog tail:\n{tail}"
+    states.transition(trajectory, states.FAILED, only_from=[states.RUNNING], error=error[:ERROR_MAX])
     trajectory.refresh_from_db()
     record_trajectory_end(trajectory)
     return trajectory
 
 
 def finish(trajectory: Trajectory, episode: Episode, provenance: dict[str, Any], spec: AgentTask) -> Trajectory:
-    status = Trajectory.Status.CANCELLED if episode.cancelled else Trajectory.Status.FINISHED
+    status = Trajectory.Status.FINISHED
+    if episode.cancelled:
+        status = Trajectory.Status.CANCELLED
+    elif episode.error:
+        # The policy or the sandbox broke (a model server away, a backend missing): not an
+        # outcome of the agent's to score or train on, but a failure to show and to re-run.
+        status = Trajectory.Status.FAILED
     with transaction.atomic():
-        trajectory.status = status
-        trajectory.termination = episode.termination
-        trajectory.patch = episode.patch
-        trajectory.policy = provenance
-        trajectory.policy_kind = str(provenance.get("kind", ""))[:32]
-        trajectory.policy_model = str(provenance.get("model", ""))[:300]
-        trajectory.sandbox = {**episode.sandbox, "sandbox_ms": episode.sandbox_ms, "policy_ms": episode.policy_ms}
-        trajectory.prompt = "\n\n".join(m.content for m in prompt(spec))
-        trajectory.error = episode.error
-        trajectory.step_count = episode.steps
-        trajectory.duplicate_rate = duplicate_rate(
-            list(Step.objects.filter(trajectory=trajectory).order_by("step").values_list("action_type", "action_input"))
-        )
-        trajectory.save(
-            update_fields=[
-                "status",
-                "termination",
-                "patch",
-                "policy",
-                "policy_kind",
-                "policy_model",
-                "sandbox",
-                "prompt",
-                "error",
-                "step_count",
-                "duplicate_rate",
-            ]
-        )
-        if not episode.cancelled:
+        fields: dict[str, Any] = {
+            "termination": episode.termination,
+            "patch": episode.patch,
+            "policy": provenance,
+            "policy_kind": str(provenance.get("kind", ""))[:32],
+            "policy_model": str(provenance.get("model", ""))[:300],
+            "sandbox": {**episode.sandbox, "sandbox_ms": episode.sandbox_ms, "policy_ms": episode.policy_ms},
+            "prompt": "\n\n".join(m.content for m in prompt(spec)),
+            "error": episode.error,
+            "step_count": episode.steps,
+            "duplicate_rate": duplicate_rate(
+                list(
+                    Step.objects.filter(trajectory=trajectory)
+                    .order_by("step")
+                    .values_list("action_type", "action_input")
+                )
+            ),
+        }
+        # Only the attempt that claimed the row writes its end: a worker whose row was taken
+        # over (it looked dead) leaves the new attempt's record alone.
+        if not states.transition(
+            trajectory, status, only_from=[states.RUNNING], match={"attempt": trajectory.attempt}, **fields
+        ):
+            logger.warning("trajectory %s: its end was not recorded; the row moved on", trajectory.trajectory_id)
+            return trajectory
+        if status == Trajectory.Status.FINISHED:
             # Rollouts never score inline: the reward service listens for this and takes it from here.
             trajectory_finished.send(sender=Trajectory, trajectory=trajectory)
         event: FinishedEvent = {"kind": "finished", "status": status, "termination": episode.termination}

@@ -2,10 +2,19 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
+
+REPO = Path(__file__).resolve().parents[2]
 
 # Playwright's sync API runs an event loop in this thread; the ORM calls the tests
 # make for set-up are still ordinary blocking calls.
@@ -45,3 +54,43 @@ def page(browser: Any) -> Iterator[Any]:
     page.set_default_timeout(15000)
     yield page
     context.close()
+
+
+@pytest.fixture
+def asgi_server() -> Iterator[str]:
+    """Daphne serving the real ASGI app (HTTP and WebSocket) on the test database."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
+        "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    # Ready means the login page answers, not just that the port is open: on a busy machine
+    # Django may still be importing when the socket already accepts.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/login/", timeout=5) as response:  # noqa: S310 - our own http URL
+                if response.status == 200:
+                    break
+        except OSError:
+            time.sleep(0.2)
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        # Daphne can hang at shutdown with a request in flight; a hung server would keep the
+        # test database in use and break the teardown of every test after it.
+        proc.kill()
+        proc.wait(timeout=10)

@@ -2,52 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connection
 
 from tasks.services import import_task_dirs
-from tests.conftest import DEMO, REPO, start_worker
+from tests.conftest import DEMO, start_worker
 from trajectories.models import RolloutBatch
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def asgi_server() -> Iterator[str]:
-    """Daphne serving the real ASGI app (HTTP and WebSocket) on the test database."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
-        "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"]),
-    }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "webapp.asgi:application"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=20)
 
 
 def test_steps_of_a_running_batch_arrive_live(asgi_server: str, page: Any, researcher: Any) -> None:

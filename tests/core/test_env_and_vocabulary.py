@@ -70,5 +70,5 @@ def test_model_fields_take_their_choices_from_the_vocabulary() -> None:
 def test_live_group_names_are_built_and_checked_from_one_list() -> None:
     for kind in LiveGroup:
         assert GROUP_RE.match(group_name(kind, 42))
-    assert not GROUP_RE.match("run-1")  # nothing publishes to run groups yet
+    assert not GROUP_RE.match("nothing-1")  # a kind no one publishes to
     assert not GROUP_RE.match("batch-1 extra")

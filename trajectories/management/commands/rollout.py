@@ -3,12 +3,17 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import redis
+from django.conf import settings as django_settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from kombu.exceptions import OperationalError
 from tqdm import tqdm
 
 from core.limits import MAX_NEW_TOKENS_DEFAULT, MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
@@ -24,6 +29,59 @@ from trajectories.signals import trajectory_finished
 # batch takes seconds, a suite of real repositories minutes.
 SCORE_TIMEOUT_DEFAULT = 900.0
 SCORE_POLL_SECONDS = 0.5
+# Redis (the queue to the reward service) may restart under a long batch; the command waits
+# for it, checking this often at first and backing off to REDIS_WAIT_MAX.
+REDIS_WAIT_FIRST, REDIS_WAIT_MAX = 0.5, 5.0
+REDIS_PING_S = 0.25
+REDIS_ERRORS = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OperationalError)
+T = TypeVar("T")
+
+
+class RedisWatch:
+    """Pings Redis from a thread while the command runs, so that an outage is said on screen
+    even while the main thread waits inside Celery's own reconnect loop (enqueuing a scoring
+    job blocks until Redis is back), and so that the command knows one happened."""
+
+    def __init__(self, url: str, say: Callable[[str], None]) -> None:
+        self.where = url.rpartition("@")[2]
+        self.client = redis.Redis.from_url(url, socket_connect_timeout=1, socket_timeout=1)
+        self.say = say
+        self.outages = 0
+        self.down_since: float | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="redis-watch", daemon=True)
+
+    def __enter__(self) -> RedisWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.client.close()
+
+    def _run(self) -> None:
+        while not self._stop.wait(REDIS_PING_S):
+            try:
+                self.client.ping()
+            except REDIS_ERRORS as exc:
+                self.down(exc)
+            else:
+                self.up()
+
+    def down(self, exc: BaseException) -> None:
+        with self._lock:
+            if self.down_since is None:
+                self.down_since = time.monotonic()
+                self.outages += 1
+                self.say(f"waiting for Redis at {self.where} ({str(exc)[:200]}); will carry on when it is back")
+
+    def up(self) -> None:
+        with self._lock:
+            if self.down_since is not None:
+                self.say(f"Redis is back after {time.monotonic() - self.down_since:.1f} s; carrying on")
+                self.down_since = None
 
 
 class Command(BaseCommand):
@@ -46,6 +104,9 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--sandbox", choices=values(ISOLATING_BACKENDS), default=DEFAULT_BACKEND.value)
         parser.add_argument("--output-dir", type=Path, default=None)
+        parser.add_argument(
+            "--task", action="append", default=[], dest="tasks", metavar="TASK_ID", help="only this task (repeatable)"
+        )
         parser.add_argument(
             "--score-timeout",
             type=float,
@@ -73,10 +134,14 @@ class Command(BaseCommand):
             "base_url": options["base_url"],
             "max_new_tokens": options["max_new_tokens"],
         }
-        batch = self._resumable(suite, options["model"], settings, waits_for_scores=out_dir is not None)
+        batch = self._resumable(
+            suite, options["model"], settings, waits_for_scores=out_dir is not None, tasks=options["tasks"]
+        )
         try:
             if batch is None:
-                batch = start_batch(suite, model=options["model"], enqueue=False, **settings)
+                batch = start_batch(
+                    suite, model=options["model"], enqueue=False, task_ids=options["tasks"] or None, **settings
+                )
             else:
                 self.stdout.write(f"resuming batch {batch.pk}")
         except RolloutError as exc:
@@ -88,6 +153,7 @@ class Command(BaseCommand):
             Trajectory.objects.filter(batch=batch, status=Trajectory.Status.FINISHED, scored_at=None)
         )
         interrupted = False
+        self.redis = RedisWatch(django_settings.CELERY_BROKER_URL, self.stderr.write)
 
         def stop(signum: int, frame: object) -> None:
             nonlocal interrupted
@@ -95,6 +161,7 @@ class Command(BaseCommand):
 
         previous = signal.signal(signal.SIGINT, stop)
         try:
+            self.redis.__enter__()
             with tqdm(
                 total=batch.trajectories.count(),
                 initial=batch.trajectories.count() - len(todo),
@@ -106,13 +173,18 @@ class Command(BaseCommand):
                 for trajectory in todo:
                     if interrupted:
                         break
-                    run_trajectory(trajectory.pk, stale_after=0)
+                    # Run again after a Redis outage: a trajectory that ended meanwhile is not
+                    # claimed twice, one cut short starts over (trajectories.progress.claim).
+                    self._redis_retrying(partial(run_trajectory, trajectory.pk, stale_after=0), lambda: interrupted)
                     bar.update(1)
             written = False
             if output is not None and not interrupted:
-                for trajectory in unscored_before:
-                    # Announced again so that the reward service (idempotent per spec) picks it up.
-                    trajectory_finished.send(sender=Trajectory, trajectory=trajectory)
+                if self.redis.outages:
+                    # Scoring jobs enqueued before or during the outage may be gone with it.
+                    unscored_before = list(
+                        Trajectory.objects.filter(batch=batch, status=Trajectory.Status.FINISHED, scored_at=None)
+                    )
+                self._announce(unscored_before, lambda: interrupted)
                 # The file a user gets carries the scored final_reward, success and flags, so it
                 # is written only once the reward service has scored every finished trajectory.
                 specs = self._wait_for_scores(
@@ -123,6 +195,7 @@ class Command(BaseCommand):
                     written = True
                     self.stdout.write(f"scored under {', '.join(sorted(specs)) or '(no finished trajectory)'}")
         finally:
+            self.redis.__exit__()
             signal.signal(signal.SIGINT, previous)
         left = len(pending(batch, stale_after=0))
         where = f"; JSONL in {output}" if written else ""
@@ -142,6 +215,7 @@ class Command(BaseCommand):
         finished = Trajectory.objects.filter(batch=batch, status=Trajectory.Status.FINISHED)
         total = finished.count()
         deadline = time.monotonic() + timeout
+        handled = self.redis.outages  # outages before this wait were handled by announcing again
         with tqdm(
             total=total, unit="traj", desc=f"scoring batch {batch.pk}", disable=verbosity == 0, file=self.stderr._out
         ) as bar:
@@ -152,6 +226,11 @@ class Command(BaseCommand):
                     return set(finished.values_list("scored_spec", flat=True).distinct())
                 if interrupted():
                     return None
+                if self.redis.outages > handled and self.redis.down_since is None:
+                    # Redis came back; what was queued for scoring may have gone with it.
+                    handled = self.redis.outages
+                    self._announce(list(finished.filter(scored_at=None)), interrupted)
+                    deadline = max(deadline, time.monotonic() + timeout / 2)
                 if time.monotonic() >= deadline:
                     raise CommandError(
                         f"the reward service scored {scored} of {total} finished trajectories of batch {batch.pk} "
@@ -160,6 +239,28 @@ class Command(BaseCommand):
                         "again to wait again."
                     )
                 time.sleep(SCORE_POLL_SECONDS)
+
+    def _announce(self, trajectories: list[Trajectory], interrupted: Callable[[], bool]) -> None:
+        """Announce finished trajectories again, so that the reward service (idempotent per spec) scores them."""
+        for trajectory in trajectories:
+            self._redis_retrying(
+                partial(trajectory_finished.send, sender=Trajectory, trajectory=trajectory), interrupted
+            )
+
+    def _redis_retrying(self, work: Callable[[], T], interrupted: Callable[[], bool]) -> T | None:
+        """Run `work`; while Redis is away, wait for it with backoff and run it again. None when interrupted."""
+        delay = REDIS_WAIT_FIRST
+        while True:
+            try:
+                result = work()
+            except REDIS_ERRORS as exc:
+                self.redis.down(exc)
+                if interrupted():
+                    return None
+                time.sleep(delay)
+                delay = min(delay * 2, REDIS_WAIT_MAX)
+                continue
+            return result
 
     def _write(self, batch: RolloutBatch, output: Path) -> None:
         """The batch's finished trajectories as JSONL, written beside the target and renamed into place."""
@@ -178,13 +279,16 @@ class Command(BaseCommand):
             raise
 
     def _resumable(
-        self, suite: TaskSuite, model: str, settings: dict[str, Any], *, waits_for_scores: bool
+        self, suite: TaskSuite, model: str, settings: dict[str, Any], *, waits_for_scores: bool, tasks: list[str]
     ) -> RolloutBatch | None:
         """The same command run again continues its unfinished batch instead of starting over."""
         same = RolloutBatch.objects.filter(suite=suite, **settings).exclude(status=RolloutBatch.Status.CANCELLED)
         if model:
             same = same.filter(model=model)
+        wanted = set(tasks) if tasks else set(suite.tasks.values_list("task_id", flat=True))
         for batch in same.order_by("-created_at"):
+            if set(batch.trajectories.values_list("task_ref", flat=True)) != wanted:
+                continue  # a batch over other tasks of the suite (launched with --task) is not this command's
             # A batch whose scoring timed out is resumed too when JSONL is wanted: it is still to be written.
             unscored = waits_for_scores and (
                 batch.trajectories.filter(status=Trajectory.Status.FINISHED, scored_at=None).exists()
