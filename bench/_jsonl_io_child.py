@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
     if op == "import":
-        call_command("import_trajectories", path, verbosity=0)
+        call_command("import_trajectories", path, "--allow-unknown-tasks", verbosity=0)
     elif op == "export":
         call_command("export", "trajectories", "--out", path, verbosity=0)
     elif op == "clear":

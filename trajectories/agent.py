@@ -18,7 +18,7 @@ from core.vocabulary import DEFAULT_BACKEND, ActionType, Termination
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
 from trajectories.policies.base import Message, Policy, PolicyError, ToolCall
-from trajectories.schema import AgentStep
+from trajectories.schema import AgentStep, action_input_error
 from trajectories.tools import TOOL_ACTION_TYPES, TOOLS, bound, run_tool
 
 logger = logging.getLogger(__name__)
@@ -98,6 +98,9 @@ def run_episode(
                 )
                 record["duration_ms"] = round((time.perf_counter() - step_started) * 1000 + output.latency_ms, 3)
                 record["policy_ms"] = round(output.latency_ms, 3)
+                model_call = output.model_call()
+                if model_call is not None:
+                    record["model"] = model_call
                 sandbox_ms += step_sandbox_ms
                 recorder.step(record)
                 steps = number
@@ -126,8 +129,18 @@ def _step(
 ) -> tuple[AgentStep, ToolCall | None, float]:
     """The step's record (timings filled in by the loop), the call it made, and its sandbox time."""
     stamp = datetime.now(UTC)
-    if call is None or call.name not in TOOL_ACTION_TYPES:
-        reason = (error or "no tool call") if call is None else f"unknown tool {call.name!r}"
+    problem = None
+    if call is not None and call.name in TOOL_ACTION_TYPES:
+        # A call the record's schema would refuse (missing or mistyped arguments) is recorded as
+        # invalid, so every trajectory Crucible records imports back (trajectories.schema).
+        problem = action_input_error(TOOL_ACTION_TYPES[call.name], _action_input(call))
+    if call is None or call.name not in TOOL_ACTION_TYPES or problem is not None:
+        if call is None:
+            reason = error or "no tool call"
+        elif problem is not None:
+            reason = f"{call.name}'s arguments: action_input{problem}"
+        else:
+            reason = f"unknown tool {call.name!r}"
         observation = f"error: {reason}. Reply with exactly one tool call; tools: {', '.join(TOOL_ACTION_TYPES)}."
         raw_text, _ = bound(raw or thought, 4000)
         return (
@@ -143,11 +156,12 @@ def _step(
                 "duration_ms": None,
                 "policy_ms": 0.0,
             },
-            None,
+            # The model still sees the call it made, answered by what was wrong with it.
+            call if problem is not None else None,
             0.0,
         )
     result = run_tool(box, call.name, call.arguments, task.visible_tests, task.command_timeout)
-    action_input: Any = call.arguments if call.name != "search_symbol" else {"symbol": call.arguments.get("name")}
+    action_input = _action_input(call)
     record: AgentStep = {
         "step": number,
         "action_type": TOOL_ACTION_TYPES[call.name],
@@ -163,6 +177,10 @@ def _step(
     if result.harness_tests is not None:
         record["harness_tests"] = result.harness_tests
     return record, call, result.sandbox_ms
+
+
+def _action_input(call: ToolCall) -> Any:
+    return call.arguments if call.name != "search_symbol" else {"symbol": call.arguments.get("name")}
 
 
 def turn_messages(call: ToolCall | None, thought: str, observation: str, number: int) -> list[Message]:

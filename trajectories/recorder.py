@@ -12,7 +12,7 @@ from core.live import publish_on_commit
 from trajectories.bulk import insert_steps, step_row
 from trajectories.events import BatchStepEvent, LiveStep, StepsEvent, batch_live_group, live_step, trajectory_live_group
 from trajectories.models import Trajectory
-from trajectories.schema import HARNESS_TESTS, AgentStep, StepRecord
+from trajectories.schema import HARNESS_TESTS, MODEL_CALL, AgentStep, StepRecord
 
 LIVE_FLUSH_S = 0.05  # steps from fast policies go out together, at most this often
 
@@ -30,6 +30,8 @@ class DBRecorder:
         extra: dict[str, Any] = {"policy_ms": record["policy_ms"]}
         if "harness_tests" in record:
             extra[HARNESS_TESTS] = record["harness_tests"]
+        if "model" in record:
+            extra[MODEL_CALL] = record["model"]
         row: StepRecord = {
             "step": record["step"],
             "action_type": record["action_type"],

@@ -78,6 +78,65 @@ STEP_KEYS = frozenset(
 )
 
 
+# What each action type's action_input may be. Tool form: the arguments of the agent's tool
+# (trajectories.tools.TOOLS), which is what Crucible records and what replay re-runs. Guide form
+# (seed §4.1): a bare string naming the primary argument, and edit_file as {"file", "patch"};
+# accepted so the guide's own records import as they are, though replay cannot re-run a
+# {"file", "patch"} edit (no tool takes a patch). Extra keys are tolerated: a model that adds
+# one still made the call the tool ran.
+ACTION_FORMS: dict[str, tuple[tuple[str, ...], ...]] = {
+    ActionType.READ_FILE: (("path",),),
+    ActionType.WRITE_FILE: (("path", "content"),),
+    ActionType.EDIT_FILE: (("path", "old_text", "new_text"), ("file", "patch")),
+    ActionType.RUN_COMMAND: (("command",),),
+    ActionType.SEARCH: (("pattern",), ("symbol",)),
+    ActionType.RUN_TESTS: ((),),
+    ActionType.SUBMIT: ((),),
+}
+# Action types whose guide form is a bare string (the primary argument, or a test target).
+STRING_FORMS = frozenset(
+    {ActionType.READ_FILE, ActionType.RUN_COMMAND, ActionType.SEARCH, ActionType.RUN_TESTS, ActionType.SUBMIT}
+)
+# Action types that may come with no input at all.
+EMPTY_FORMS = frozenset({ActionType.RUN_TESTS, ActionType.SUBMIT})
+
+
+def action_input_error(action_type: str, action_input: Any) -> str | None:
+    """Why an action_input does not fit its action type (the field, then the rule), or None.
+
+    The agent loop records a call that fails this as an `invalid` step, so everything
+    Crucible records passes the import's check.
+    """
+    if action_type == ActionType.INVALID:
+        return None if action_input is None or isinstance(action_input, (str, dict, list)) else " must be a string"
+    if action_input is None:
+        return None if action_type in EMPTY_FORMS else f" is required for {action_type}"
+    if isinstance(action_input, str):
+        if action_type in STRING_FORMS:
+            return None
+        return f" of {action_type} must be an object with {_shapes(action_type)}"
+    if not isinstance(action_input, dict):
+        return f" of {action_type} must be an object with {_shapes(action_type)}"
+    if action_type == ActionType.RUN_TESTS:
+        paths = action_input.get("paths")
+        if paths is not None and not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
+            return ".paths must be a list of strings"
+        return None
+    forms = ACTION_FORMS[action_type]
+    # The form whose first key is present decides which fields are required.
+    form = next((f for f in forms if f and f[0] in action_input), forms[0])
+    for key in form:
+        if key not in action_input:
+            return f".{key} is missing ({action_type} takes {_shapes(action_type)})"
+        if not isinstance(action_input[key], str):
+            return f".{key} must be a string"
+    return None
+
+
+def _shapes(action_type: str) -> str:
+    return " or ".join("{" + ", ".join(f'"{k}"' for k in form) + "}" for form in ACTION_FORMS[action_type])
+
+
 class StepFields(TypedDict):
     step: int
     action_type: str  # an ActionType value
@@ -111,11 +170,29 @@ class HarnessTests(TypedDict):
     ids_complete: bool  # false when a run had more tests than a step keeps ids of
 
 
+class ModelCall(TypedDict):
+    """What a model policy (hf, openai) did for one step: kept in the step's `extra` under MODEL_CALL.
+
+    The transcript view and the batch page's speed figures read exactly these keys.
+    """
+
+    raw: str  # the model's raw output, bounded (MODEL_RAW_MAX)
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    generate_ms: float  # the generation itself (hf) or the request (openai)
+    tokens_per_s: float | None  # completion tokens over generate_ms
+
+
+MODEL_CALL = "model"
+MODEL_RAW_MAX = 8000
+
+
 class AgentStep(StepFields):
     """One step as the agent loop hands it to a recorder."""
 
     policy_ms: float  # the policy's share of duration_ms
     harness_tests: NotRequired[HarnessTests]  # only on run_tests steps
+    model: NotRequired[ModelCall]  # only for model policies
 
 
 class StepRecord(StepFields):
@@ -208,7 +285,7 @@ def check_step(raw: Any, index: int, lineno: int) -> StepRecord:
     action_input = raw.get("action_input")
     if not (action_input is None or isinstance(action_input, (str, dict, list))):
         raise RecordError(lineno, f"{where}.action_input must be a string, an object or a list")
-    return {
+    record: StepRecord = {
         "step": number,
         "action_type": str(action_type),
         "action_input": action_input,
@@ -222,6 +299,11 @@ def check_step(raw: Any, index: int, lineno: int) -> StepRecord:
         "exit_code": exit_code,
         "extra": _step_extra(raw),
     }
+    # Checked last, so a record with several faults names the simplest one first.
+    problem = action_input_error(record["action_type"], action_input)
+    if problem is not None:
+        raise RecordError(lineno, f"{where} (step {number}): action_input{problem}")
+    return record
 
 
 def hash_test_id(nodeid: str) -> str:

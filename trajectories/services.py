@@ -71,12 +71,16 @@ def read_records(fh: IO[bytes], on_bytes: Callable[[int], None] | None = None) -
         yield record
 
 
-def import_trajectories(path: Path, on_bytes: Callable[[int], None] | None = None) -> TrajectoryImportResult:
+def import_trajectories(
+    path: Path, on_bytes: Callable[[int], None] | None = None, *, allow_unknown_tasks: bool = False
+) -> TrajectoryImportResult:
     """Import a trajectory JSONL file in one transaction.
 
     A bad line anywhere rolls back the whole file, so the database is exactly as it
     was; records whose trajectory_id is already stored are skipped, so importing the
-    same file twice adds nothing.
+    same file twice adds nothing. A record for a task this database does not have is
+    refused (a typo'd task id would otherwise make a trajectory nothing can score or
+    replay) unless `allow_unknown_tasks`, which keeps it unlinked.
     """
     result = TrajectoryImportResult()
     tasks: dict[str, tuple[int, int] | None] = {}
@@ -88,15 +92,18 @@ def import_trajectories(path: Path, on_bytes: Callable[[int], None] | None = Non
             chunk.append(record)
             chunk_steps += len(record["steps"])
             if len(chunk) >= CHUNK_TRAJECTORIES or chunk_steps >= CHUNK_STEPS:
-                _insert_chunk(chunk, tasks, result)
+                _insert_chunk(chunk, tasks, result, allow_unknown_tasks)
                 chunk, chunk_steps = [], 0
         if chunk:
-            _insert_chunk(chunk, tasks, result)
+            _insert_chunk(chunk, tasks, result, allow_unknown_tasks)
     return result
 
 
 def _insert_chunk(
-    chunk: list[dict[str, Any]], tasks: dict[str, tuple[int, int] | None], result: TrajectoryImportResult
+    chunk: list[dict[str, Any]],
+    tasks: dict[str, tuple[int, int] | None],
+    result: TrajectoryImportResult,
+    allow_unknown_tasks: bool,
 ) -> None:
     ids = [r["trajectory_id"] for r in chunk]
     existing = set(Trajectory.objects.filter(trajectory_id__in=ids).values_list("trajectory_id", flat=True))
@@ -108,6 +115,14 @@ def _insert_chunk(
             tasks[task_id] = (pk, suite_id)
         for ref in missing_refs:
             tasks.setdefault(ref, None)
+    if not allow_unknown_tasks:
+        unknown = next((r for r in chunk if tasks[r["task_ref"]] is None), None)
+        if unknown is not None:
+            raise RecordError(
+                unknown["lineno"],
+                f"task {unknown['task_ref'][:80]!r} is not in this database; import its suite first, "
+                "or allow unknown tasks (--allow-unknown-tasks) to keep the trajectory unlinked",
+            )
 
     now = timezone.now()
     fresh: list[dict[str, Any]] = []

@@ -127,7 +127,8 @@ def test_echo_farmed_test_counts_earn_nothing() -> None:
 
 
 def test_an_imported_trajectory_claiming_harness_counts_gets_no_test_count_reward() -> None:
-    claimed = [harness_run(1, names("t", 40)), step(2, "edit_file", {}), harness_run(3, set(), names("t", 40))]
+    edit = {"path": "a.py", "old_text": "a", "new_text": "b"}  # an import checks each step's input
+    claimed = [harness_run(1, names("t", 40)), step(2, "edit_file", edit), harness_run(3, set(), names("t", 40))]
     line = json.dumps(
         {
             "task_id": "task_0001",

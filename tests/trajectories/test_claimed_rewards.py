@@ -43,7 +43,9 @@ def test_an_imported_outcome_is_stored_as_claimed_and_never_as_the_verified_one(
     claims_nothing = record()
     our_export = record(final_reward=None, success=None, flags=[], claimed={**CLAIM, "flags": [mined]})
     both = record(final_reward=0.5, success=False, claimed=CLAIM)  # the record's own outcome is the claim
-    import_trajectories(write_jsonl(tmp_path / "in.jsonl", claims_success, claims_nothing, our_export, both))
+    import_trajectories(
+        write_jsonl(tmp_path / "in.jsonl", claims_success, claims_nothing, our_export, both), allow_unknown_tasks=True
+    )
 
     stored = {str(t.trajectory_id): t for t in Trajectory.objects.all()}
     for trajectory in stored.values():
@@ -67,7 +69,7 @@ def test_an_imported_outcome_is_stored_as_claimed_and_never_as_the_verified_one(
 @pytest.mark.django_db
 def test_a_scored_import_exports_its_verified_outcome_beside_its_claim(tmp_path: Path) -> None:
     claim = record(**CLAIM, patch="")
-    import_trajectories(write_jsonl(tmp_path / "in.jsonl", claim))
+    import_trajectories(write_jsonl(tmp_path / "in.jsonl", claim), allow_unknown_tasks=True)
     trajectory = Trajectory.objects.get()
     record_score(trajectory, -1.0, False, flags=[{"detector": "forged_test_run", "evidence": "a canary passed"}])
     line = exported(tmp_path)[claim["trajectory_id"]]
@@ -76,7 +78,7 @@ def test_a_scored_import_exports_its_verified_outcome_beside_its_claim(tmp_path:
 
     # In another store, what this one verified is only a claim: nothing arrives verified.
     Trajectory.objects.all().delete()
-    import_trajectories(write_jsonl(tmp_path / "again.jsonl", line))
+    import_trajectories(write_jsonl(tmp_path / "again.jsonl", line), allow_unknown_tasks=True)
     again = Trajectory.objects.get()
     assert (again.final_reward, again.success, again.flags, again.scored_at) == (None, None, [], None)
     assert again.claimed == {"final_reward": -1.0, "success": False, "flags": line["flags"]}
@@ -85,7 +87,7 @@ def test_a_scored_import_exports_its_verified_outcome_beside_its_claim(tmp_path:
 @pytest.mark.django_db
 def test_the_pages_show_what_was_claimed_apart_from_what_was_verified(tmp_path: Path, reviewer_client: Client) -> None:
     claim = record(**CLAIM, patch="", task_id="elsewhere")
-    import_trajectories(write_jsonl(tmp_path / "in.jsonl", claim))
+    import_trajectories(write_jsonl(tmp_path / "in.jsonl", claim), allow_unknown_tasks=True)
     trajectory = Trajectory.objects.get()
     detail_url = f"/trajectories/{trajectory.trajectory_id}/"
     listing = reviewer_client.get("/trajectories/").content.decode()

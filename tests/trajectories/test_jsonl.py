@@ -49,7 +49,7 @@ def assert_same_fields(original: dict[str, Any], exported: dict[str, Any]) -> No
 def test_the_guides_example_round_trips_field_for_field(tmp_path: Path) -> None:
     original = json.loads(SEED.read_text())
     assert set(original) == {"task_id", "base_commit", "prompt", "steps", "final_reward", "success"}
-    call_command("import_trajectories", str(SEED), verbosity=0)
+    call_command("import_trajectories", str(SEED), "--allow-unknown-tasks", verbosity=0)
     (exported,) = export_lines(tmp_path)
     assert_same_fields(original, exported)
     assert exported["steps"][1]["action_input"] == original["steps"][1]["action_input"]  # an object stays one
@@ -57,7 +57,7 @@ def test_the_guides_example_round_trips_field_for_field(tmp_path: Path) -> None:
 
 def test_every_demo_trajectory_round_trips(tmp_path: Path) -> None:
     originals = [json.loads(line) for line in (DEMO / "trajectories.jsonl").read_text().splitlines() if line.strip()]
-    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), verbosity=0)
+    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), "--allow-unknown-tasks", verbosity=0)
     exported = {e["trajectory_id"]: e for e in export_lines(tmp_path)}
     assert len(exported) == len(originals)
     for original in originals:
@@ -66,20 +66,20 @@ def test_every_demo_trajectory_round_trips(tmp_path: Path) -> None:
 
 
 def test_an_export_imports_back_into_an_identical_store(tmp_path: Path) -> None:
-    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), verbosity=0)
+    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), "--allow-unknown-tasks", verbosity=0)
     first = tmp_path / "first.jsonl"
     call_command("export", "trajectories", "--out", str(first), verbosity=0)
     Trajectory.objects.all().delete()
-    call_command("import_trajectories", str(first), verbosity=0)
+    call_command("import_trajectories", str(first), "--allow-unknown-tasks", verbosity=0)
     second = tmp_path / "second.jsonl"
     call_command("export", "trajectories", "--out", str(second), verbosity=0)
     assert first.read_text() == second.read_text()
 
 
 def test_importing_the_same_file_twice_adds_nothing(capsys: pytest.CaptureFixture[str]) -> None:
-    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), verbosity=0)
+    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), "--allow-unknown-tasks", verbosity=0)
     before = db_state()
-    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), verbosity=0)
+    call_command("import_trajectories", str(DEMO / "trajectories.jsonl"), "--allow-unknown-tasks", verbosity=0)
     assert db_state() == before
     assert "0 trajectories (0 steps) imported" in capsys.readouterr().out
 
@@ -118,7 +118,7 @@ GOOD = json.dumps({"task_id": "t1", "steps": [{"step": 1, "action_type": "read_f
 def test_a_malformed_file_is_refused_naming_the_line_and_leaves_the_database_as_it_was(
     tmp_path: Path, bad_line: str, message: str
 ) -> None:
-    call_command("import_trajectories", str(SEED), verbosity=0)
+    call_command("import_trajectories", str(SEED), "--allow-unknown-tasks", verbosity=0)
     before = db_state()
     path = tmp_path / "bad.jsonl"
     other = json.dumps({"task_id": "t2", "steps": [{"action_type": "submit"}]})
@@ -142,9 +142,15 @@ def test_a_100_mb_line_is_refused_without_reading_it_whole(tmp_path: Path) -> No
 def test_nul_characters_from_agents_are_stored_safely(tmp_path: Path) -> None:
     path = tmp_path / "nul.jsonl"
     path.write_text(
-        json.dumps({"task_id": "t", "steps": [{"action_type": "run_command", "observation": "a\x00b"}]}) + "\n"
+        json.dumps(
+            {
+                "task_id": "t",
+                "steps": [{"action_type": "run_command", "action_input": "cat a", "observation": "a\x00b"}],
+            }
+        )
+        + "\n"
     )
-    call_command("import_trajectories", str(path), verbosity=0)
+    call_command("import_trajectories", str(path), "--allow-unknown-tasks", verbosity=0)
     assert Step.objects.get().observation == "a\ufffdb"
 
 
@@ -172,13 +178,14 @@ def test_import_and_export_work_on_sqlite_too(tmp_path: Path) -> None:
     manage("migrate", "-v0")
     manage("import_tasks", str(DEMO / "tasks"), "--suite", "demo", "-v0")
     assert "trajectories" in manage("import_trajectories", str(DEMO / "trajectories.jsonl"), "-v0")
+    assert "1 trajectories" in manage("import_trajectories", str(SEED), "-v0")
     assert "0 trajectories (0 steps) imported" in manage("import_trajectories", str(DEMO / "trajectories.jsonl"), "-v0")
     out = tmp_path / "out.jsonl"
     manage("export", "trajectories", "--out", str(out), "-v0")
     exported = [json.loads(line) for line in out.read_text().splitlines()]
     original = json.loads(SEED.read_text())
-    seed_exports = [e for e in exported if e["prompt"] == original["prompt"]]
-    assert seed_exports, "the guide's example is in the demo file"
+    seed_exports = [e for e in exported if e["steps"][0]["observation"] == original["steps"][0]["observation"]]
+    assert seed_exports, "the guide's example was imported"
     assert_same_fields(original, seed_exports[0])
     bad = tmp_path / "bad.jsonl"
     bad.write_text(GOOD + "\n{oops\n")

@@ -9,9 +9,12 @@ observation, and it counts as a step.
 
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
+
+from trajectories.schema import MODEL_RAW_MAX, ModelCall
 
 
 @dataclass
@@ -54,14 +57,41 @@ class PolicyOutput:
     error: str | None = None  # why no tool call could be read from the reply
     latency_ms: float = 0.0
     usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
+    generate_ms: float | None = None  # time in generation proper (model policies only)
+
+    def model_call(self) -> ModelCall | None:
+        """The step's model record (trajectories.schema.ModelCall); None for policies that are no model."""
+        if self.generate_ms is None:
+            return None
+        completion = self.usage.get("completion_tokens")
+        rate = completion / (self.generate_ms / 1000) if completion and self.generate_ms > 0 else None
+        raw = self.raw if len(self.raw) <= MODEL_RAW_MAX else self.raw[:MODEL_RAW_MAX] + " [...]"
+        return {
+            "raw": raw,
+            "prompt_tokens": self.usage.get("prompt_tokens"),
+            "completion_tokens": completion,
+            "generate_ms": round(self.generate_ms, 3),
+            "tokens_per_s": round(rate, 2) if rate is not None else None,
+        }
 
 
 class PolicyError(RuntimeError):
     """The policy itself failed (server down, model missing): the trajectory ends in error."""
 
 
+# The error of an episode stopped by a cancel (trajectories.agent.CANCELLED says the same).
+CANCELLED = "cancelled"
+
+
+class PolicyCancelled(PolicyError):
+    """act() saw `stop_event` set and gave up mid-way; its message is CANCELLED."""
+
+
 class Policy(ABC):
     kind: str
+    # Set by whoever runs the policy (trajectories.runner) when the run is cancelled; a policy
+    # whose act() can take long (a local generation) should stop early once it is set.
+    stop_event: threading.Event | None = None
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

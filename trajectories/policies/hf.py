@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trajectories.policies.base import Message, Policy, PolicyError, PolicyOutput
+from trajectories.policies.base import CANCELLED, Message, Policy, PolicyCancelled, PolicyError, PolicyOutput
 from trajectories.policies.chat import (
     CLOSE_TAG,
     derive_seed,
@@ -25,9 +28,19 @@ from trajectories.policies.chat import (
 if TYPE_CHECKING:
     import torch
 
+# Idle OpenMP threads sleep instead of spinning. Where cores are shared (two rollouts, their
+# sandboxes, the web server), spinning threads take the cores the working ones need: decoding
+# measured 5x slower under load without this (bench/model_speed.py). torch's OpenMP reads it
+# when torch is first imported, which this module leaves to the policy's first use.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # Written by scripts/fetch_model.py; its content hash names the checkpoint in provenance.
 FETCH_MARKER = ".crucible-fetch.json"
 MAX_THREADS = 4  # a 135M model gains nothing past a few cores; more only contends with sandboxes
+MODELS_KEPT = 2  # loaded checkpoints one process keeps (a batch's model, an evaluation's checkpoint)
+THREADS_ENV = "CRUCIBLE_TORCH_THREADS"
+# Set by whoever starts the worker (scripts/run.sh): how many rollouts share this machine's cores.
+CONCURRENCY_ENV = "CRUCIBLE_WORKER_CONCURRENCY"
 
 
 def checkpoint_id(model_path: str) -> str:
@@ -38,18 +51,155 @@ def checkpoint_id(model_path: str) -> str:
         return Path(model_path).name or model_path
 
 
+def is_hub_id(model_path: str) -> bool:
+    return not model_path.startswith(("/", ".", "~")) and model_path.count("/") <= 1
+
+
+def model_path_error(model_path: str) -> str | None:
+    """Why `model_path` cannot be loaded, judged from the disk only (no torch); None if it looks loadable.
+
+    Hub ids are refused: the policy runs offline, so a name that is no directory is a typo.
+    """
+    if not model_path.strip():
+        return "no model given"
+    path = Path(model_path).expanduser()
+    if not path.is_dir():
+        return f"no model directory at {model_path} (scripts/fetch_model.py makes the bundled one)"
+    if not (path / "config.json").is_file():
+        return f"{model_path} has no config.json: not a transformers checkpoint"
+    return None
+
+
+def torch_threads() -> int:
+    """Threads for this process's torch: the cores it can use, shared by the rollouts running at once.
+
+    Two workers each running torch with its default (all cores) on two cores oversubscribe the CPU
+    and every step slows several times over.
+    """
+    given = os.environ.get(THREADS_ENV, "").strip()
+    if given:
+        try:
+            return max(1, int(given))
+        except ValueError:
+            raise PolicyError(f"{THREADS_ENV}={given!r} is not a whole number") from None
+    try:
+        concurrency = max(1, int(os.environ.get(CONCURRENCY_ENV, "1") or 1))
+    except ValueError:
+        concurrency = 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(MAX_THREADS, cores // concurrency))
+
+
 def _pick_dtype(dtype: str, device: str) -> torch.dtype:
     import torch
 
     if dtype != "auto":
-        return getattr(torch, dtype)  # type: ignore[no-any-return]
+        try:
+            return getattr(torch, dtype)  # type: ignore[no-any-return]
+        except AttributeError:
+            raise PolicyError(f"unknown dtype {dtype!r}") from None
     if device.startswith("cuda"):
         return torch.bfloat16
-    # Prompt processing is ~4x faster in bfloat16 where the CPU has native bf16 (AVX512-BF16/AMX);
-    # elsewhere bf16 is emulated and much slower than float32.
-    if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
-        return torch.bfloat16
+    # On CPU, decoding one token at a time is float32's game: measured on AVX512-BF16 hardware
+    # (bench/model_speed.py), bfloat16 decodes several times slower, and decoding is most of a step.
     return torch.float32
+
+
+@dataclass
+class LoadedModel:
+    model: Any  # transformers' stubs type these by union, which every use would re-narrow
+    tokenizer: Any
+    eos_ids: list[int]
+    pad_id: int
+    context_length: int
+    checkpoint: str
+
+
+_models: OrderedDict[tuple[str, str, str], LoadedModel] = OrderedDict()
+_models_pid = os.getpid()
+_models_lock = threading.Lock()
+_threads_set = False
+loads = 0  # models this process has loaded from disk, for tests and the bench
+
+
+def loaded_model(model_path: str, dtype: torch.dtype, device: str) -> LoadedModel:
+    """The model at `model_path`, loaded at most once per process (keyed by path, dtype and device).
+
+    Loading is the slow part of a step's first call (seconds), and a worker runs many trajectories
+    of the same model. Safe under Celery's prefork pool: a cache filled before a fork is dropped in
+    the child (pid check), so each worker process loads lazily, after the fork, its own copy.
+    """
+    global _models_pid, loads
+    where = model_path if is_hub_id(model_path) else str(Path(model_path).expanduser().resolve())
+    key = (where, str(dtype), device)
+    with _models_lock:
+        if _models_pid != os.getpid():
+            _models.clear()
+            _models_pid = os.getpid()
+        hit = _models.get(key)
+        if hit is not None:
+            _models.move_to_end(key)
+            return hit
+        _configure_threads(device)
+        loaded = _load(model_path, dtype, device)
+        loads += 1
+        _models[key] = loaded
+        while len(_models) > MODELS_KEPT:
+            _models.popitem(last=False)
+        return loaded
+
+
+def _configure_threads(device: str) -> None:
+    global _threads_set
+    if _threads_set or device != "cpu":
+        return
+    import torch
+
+    torch.set_num_threads(torch_threads())
+    try:
+        # Inter-op parallelism only adds threads that fight the intra-op ones over the same cores.
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass  # torch allows it only before its first parallel work; this process did some already
+    _threads_set = True
+
+
+def _load(model_path: str, dtype: torch.dtype, device: str) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    try:
+        tokenizer: Any = AutoTokenizer.from_pretrained(model_path)
+        model: Any = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, attn_implementation="sdpa")
+    except (OSError, ValueError) as exc:
+        raise PolicyError(f"cannot load model {model_path!r} (run scripts/fetch_model.py?): {exc}") from exc
+    model.to(device).eval()
+    # Every call passes a full GenerationConfig; the checkpoint's sampling defaults would only be
+    # merged into it (and warned about when greedy), so keep just its special tokens.
+    saved = model.generation_config
+    model.generation_config = GenerationConfig(
+        bos_token_id=saved.bos_token_id, eos_token_id=saved.eos_token_id, pad_token_id=saved.pad_token_id
+    )
+    if not template_supports_tools(tokenizer.chat_template):
+        # A checkpoint saved without our template would show the model no tools at all.
+        tokenizer.chat_template = load_tool_template()
+    eos = {tokenizer.eos_token_id, tokenizer.convert_tokens_to_ids("<|im_end|>")}
+    gen_eos = model.generation_config.eos_token_id
+    eos.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+    unk = tokenizer.unk_token_id
+    eos_ids = sorted(i for i in eos if isinstance(i, int) and i >= 0 and i != unk)
+    if not eos_ids:
+        raise PolicyError(f"model {model_path!r} has no end-of-turn token; generation would never stop")
+    pad = tokenizer.pad_token_id
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        eos_ids=eos_ids,
+        pad_id=pad if isinstance(pad, int) else eos_ids[0],
+        context_length=int(getattr(model.config, "max_position_embeddings", 0) or 0),
+        checkpoint=checkpoint_id(model_path),
+    )
 
 
 class HFPolicy(Policy):
@@ -64,17 +214,11 @@ class HFPolicy(Policy):
         max_new_tokens: int = 256,
         device: str = "cpu",
         dtype: str = "auto",
-        num_threads: int | None = None,
+        stop_event: threading.Event | None = None,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a typo'd path must not turn into a hub download
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
         self.model_path = str(model_path)
-        hub_id = not self.model_path.startswith(("/", ".", "~")) and self.model_path.count("/") <= 1
-        if not hub_id and not Path(self.model_path).is_dir():
+        if not is_hub_id(self.model_path) and not Path(self.model_path).expanduser().is_dir():
             # Otherwise transformers reports a missing directory as a malformed hub repo id.
             raise PolicyError(f"no model directory at {self.model_path} (scripts/fetch_model.py makes the bundled one)")
         self.temperature = float(temperature)
@@ -82,38 +226,11 @@ class HFPolicy(Policy):
         self.seed = seed
         self.max_new_tokens = int(max_new_tokens)
         self.device = device
-        if device == "cpu":
-            torch.set_num_threads(max(1, num_threads or min(torch.get_num_threads(), MAX_THREADS)))
         self.torch_dtype = _pick_dtype(dtype, device)
-        # Any: transformers' stubs type the return of these by union, which every use would re-narrow.
-        self.tokenizer: Any
-        self.model: Any
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-            self.model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.torch_dtype)
-        except (OSError, ValueError) as exc:
-            raise PolicyError(f"cannot load model {self.model_path!r} (run scripts/fetch_model.py?): {exc}") from exc
-        self.model.to(device).eval()
-        # Every call passes a full GenerationConfig; the checkpoint's sampling defaults would only be
-        # merged into it (and warned about when greedy), so keep just its special tokens.
-        saved = self.model.generation_config
-        self.model.generation_config = GenerationConfig(
-            bos_token_id=saved.bos_token_id, eos_token_id=saved.eos_token_id, pad_token_id=saved.pad_token_id
-        )
-        if not template_supports_tools(self.tokenizer.chat_template):
-            # A checkpoint saved without our template would show the model no tools at all.
-            self.tokenizer.chat_template = load_tool_template()
-        self.context_length = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
-        eos = {self.tokenizer.eos_token_id, self.tokenizer.convert_tokens_to_ids("<|im_end|>")}
-        gen_eos = self.model.generation_config.eos_token_id
-        eos.update(gen_eos if isinstance(gen_eos, list) else [gen_eos])
-        unk = self.tokenizer.unk_token_id
-        self.eos_ids = sorted(i for i in eos if isinstance(i, int) and i >= 0 and i != unk)
-        if not self.eos_ids:
-            raise PolicyError(f"model {self.model_path!r} has no end-of-turn token; generation would never stop")
-        pad = self.tokenizer.pad_token_id
-        self.pad_id = pad if isinstance(pad, int) else self.eos_ids[0]
-        self.checkpoint = checkpoint_id(self.model_path)
+        # The runner sets this when the batch is cancelled; generation stops at the next token.
+        self.stop_event = stop_event
+        self.loaded: LoadedModel | None = loaded_model(self.model_path, self.torch_dtype, device)
+        self.checkpoint = self.loaded.checkpoint
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -129,22 +246,28 @@ class HFPolicy(Policy):
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyOutput:
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, StoppingCriteriaList
 
+        if self.loaded is None:
+            raise PolicyError("the policy was closed")
+        loaded = self.loaded
+        self._check_stop()
         chat = to_openai_messages(messages)
         started = time.monotonic()
         try:
-            enc = self.tokenizer.apply_chat_template(
+            enc = loaded.tokenizer.apply_chat_template(
                 chat, tools=tools or None, add_generation_prompt=True, return_tensors="pt", return_dict=True
             )
         except Exception as exc:  # jinja raises many types; a prompt we cannot render is our failure
             raise PolicyError(f"cannot render the chat template: {exc}") from exc
         prompt_len = int(enc["input_ids"].shape[1])
         budget = self.max_new_tokens
-        if self.context_length:
-            budget = min(budget, self.context_length - prompt_len)
+        if loaded.context_length:
+            budget = min(budget, loaded.context_length - prompt_len)
         if budget < 1:
-            raise PolicyError(f"the conversation is {prompt_len} tokens; the model's context is {self.context_length}")
+            raise PolicyError(
+                f"the conversation is {prompt_len} tokens; the model's context is {loaded.context_length}"
+            )
         sample = self.temperature > 0
         config = GenerationConfig(
             max_new_tokens=budget,
@@ -152,21 +275,31 @@ class HFPolicy(Policy):
             temperature=self.temperature if sample else None,
             top_p=self.top_p if sample else None,
             top_k=0 if sample else None,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
+            eos_token_id=loaded.eos_ids,
+            pad_token_id=loaded.pad_id,
             # Only the first call is used; stopping at its end saves generating text that is thrown away.
             stop_strings=[CLOSE_TAG],
         )
         seed = derive_seed(self.seed, chat, tools)
+        stopping = StoppingCriteriaList([StopOnEvent(self.stop_event)]) if self.stop_event is not None else None
+        generate_started = time.monotonic()
         try:
             # fork_rng: seeding must not disturb the RNG of whatever else runs in this process.
             with torch.random.fork_rng(devices=[] if self.device == "cpu" else None), torch.inference_mode():
                 torch.manual_seed(seed)
-                out = self.model.generate(**enc.to(self.device), generation_config=config, tokenizer=self.tokenizer)
+                out = loaded.model.generate(
+                    **enc.to(self.device),
+                    generation_config=config,
+                    tokenizer=loaded.tokenizer,
+                    stopping_criteria=stopping,
+                )
         except (RuntimeError, ValueError) as exc:
             raise PolicyError(f"generation failed: {exc}") from exc
+        generate_ms = (time.monotonic() - generate_started) * 1000
+        # A generation cut short by a cancel is no reply: the step is not recorded.
+        self._check_stop()
         new_tokens = out[0, prompt_len:]
-        raw = self.tokenizer.decode(new_tokens, skip_special_tokens=True)
+        raw = loaded.tokenizer.decode(new_tokens, skip_special_tokens=True)
         latency_ms = (time.monotonic() - started) * 1000
         parsed = parse_tool_call(raw)
         if parsed.tool_call is None and len(new_tokens) >= budget and parsed.error:
@@ -178,9 +311,28 @@ class HFPolicy(Policy):
             error=parsed.error,
             latency_ms=latency_ms,
             usage={"prompt_tokens": prompt_len, "completion_tokens": int(len(new_tokens))},
+            generate_ms=generate_ms,
         )
 
+    def _check_stop(self) -> None:
+        if self.stop_event is not None and self.stop_event.is_set():
+            raise PolicyCancelled(CANCELLED)
+
     def close(self) -> None:
-        # Drop the references so the weights can be freed; a closed policy is not used again.
-        self.model = None
-        self.tokenizer = None
+        # The weights stay in the process cache for the next trajectory; this policy is done with them.
+        self.loaded = None
+
+
+class StopOnEvent:
+    """A transformers stopping criterion: stop every sequence once `event` is set (a cancel).
+
+    Checked after each generated token, so a cancel stops a long generation within one token's time.
+    """
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        import torch
+
+        return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool, device=input_ids.device)

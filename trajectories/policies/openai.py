@@ -32,6 +32,34 @@ def api_root(base_url: str) -> str:
     return root if root.endswith("/v1") else f"{root}/v1"
 
 
+def server_error(base_url: str, model: str, timeout: float = 3.0) -> str | None:
+    """Why the server at `base_url` cannot serve `model` (GET /v1/models), or None.
+
+    A server that lists models must list this one; one that lists none is given the benefit
+    of the doubt (some proxies do not implement the listing).
+    """
+    if not base_url.strip():
+        return "the openai policy needs the server's base URL"
+    root = api_root(base_url)
+    try:
+        key = os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        response = httpx.get(f"{root}/models", timeout=timeout, headers=headers)
+    except httpx.TimeoutException:
+        return f"model server {root} did not answer within {timeout:g} s"
+    except httpx.HTTPError as exc:
+        return f"cannot reach model server {root}: {type(exc).__name__}: {str(exc)[:200]}"
+    if response.status_code >= 400:
+        return f"model server {root} answered HTTP {response.status_code} to GET /models"
+    try:
+        served = [str(m.get("id")) for m in response.json().get("data") or [] if isinstance(m, dict)]
+    except (ValueError, AttributeError):
+        return f"model server {root} does not speak the OpenAI API (GET /models is not a model list)"
+    if model and served and model not in served:
+        return f"model server {root} does not serve {model!r} (it serves: {', '.join(served[:10])})"
+    return None
+
+
 class OpenAIPolicy(Policy):
     kind = "openai"
 
@@ -118,6 +146,7 @@ class OpenAIPolicy(Policy):
             ) from exc
         output = self.read_message(message)
         output.latency_ms = latency_ms
+        output.generate_ms = latency_ms  # a server's generation is only visible as its request time
         output.usage = {k: v for k, v in (data.get("usage") or {}).items() if isinstance(v, int)}
         if output.tool_call is None and choice.get("finish_reason") == "length" and output.error:
             output.error = f"the reply hit the {self.max_tokens}-token limit; {output.error}"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from core.vocabulary import PolicyKind
 from trajectories.policies.base import Policy, PolicyError
-from trajectories.policies.hf import HFPolicy
-from trajectories.policies.openai import OpenAIPolicy
+from trajectories.policies.hf import HFPolicy, model_path_error
+from trajectories.policies.openai import OpenAIPolicy, server_error
 from trajectories.policies.scripted import ScriptedPolicy
 
 
@@ -33,16 +33,27 @@ class PolicySettings:
 
 
 PolicyFactory = Callable[[PolicySettings], Policy]
+# Why a policy of this kind could not start with this model (and server), found cheaply before a
+# batch is queued; None when it looks fine.
+Preflight = Callable[[str, str, float], str | None]
 
 
 class PolicyRegistry:
     def __init__(self) -> None:
         self._factories: dict[str, PolicyFactory] = {}
+        self._preflights: dict[str, Preflight] = {}
 
-    def register(self, kind: PolicyKind, factory: PolicyFactory) -> None:
+    def register(self, kind: PolicyKind, factory: PolicyFactory, preflight: Preflight | None = None) -> None:
         if kind in self._factories:
             raise ValueError(f"policy kind {kind!r} is registered twice")
         self._factories[kind] = factory
+        if preflight is not None:
+            self._preflights[kind] = preflight
+
+    def preflight(self, kind: str, model: str, *, base_url: str = "", timeout: float = 3.0) -> str | None:
+        """Why `kind` could not start with this model or server (checked from here, quickly), or None."""
+        check = self._preflights.get(kind)
+        return check(model, base_url, timeout) if check is not None else None
 
     def kinds(self) -> list[str]:
         return list(self._factories)
@@ -82,5 +93,5 @@ def _openai(settings: PolicySettings) -> Policy:
 
 policy_registry = PolicyRegistry()
 policy_registry.register(PolicyKind.SCRIPTED, _scripted)
-policy_registry.register(PolicyKind.HF, _hf)
-policy_registry.register(PolicyKind.OPENAI, _openai)
+policy_registry.register(PolicyKind.HF, _hf, lambda model, _url, _timeout: model_path_error(model))
+policy_registry.register(PolicyKind.OPENAI, _openai, lambda model, url, timeout: server_error(url, model, timeout))

@@ -15,6 +15,11 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", type=Path)
+        parser.add_argument(
+            "--allow-unknown-tasks",
+            action="store_true",
+            help="keep trajectories whose task is not in this database (unlinked: not scored or replayed)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path: Path = options["file"]
@@ -29,7 +34,9 @@ class Command(BaseCommand):
             file=self.stderr._out,
         ) as bar:
             try:
-                result = import_trajectories(path, on_bytes=bar.update)
+                result = import_trajectories(
+                    path, on_bytes=bar.update, allow_unknown_tasks=options["allow_unknown_tasks"]
+                )
             except RecordError as exc:
                 raise CommandError(f"{path}: {exc}; nothing was imported") from None
         self.stdout.write(
