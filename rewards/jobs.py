@@ -1,20 +1,49 @@
-"""Celery jobs of the reward service (queue `rewards`): rollouts never score inline."""
+"""Celery jobs of the reward service (queue `rewards`): rollouts never score inline.
+
+A scoring job tells the trajectory's live group what it is doing, so an open trajectory
+page shows "scoring…" and then the result without a reload (static/js/trajectory.js reads
+these events; a field renamed here must be renamed there):
+
+    {"kind": "scoring", "state": "running"}
+    {"kind": "scoring", "state": "succeeded", "reward": 1.0, "resolved": true, "spec_version": "..."}
+    {"kind": "scoring", "state": "failed", "error": "one line"}
+"""
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import Literal, NotRequired, TypedDict
 
 from celery import shared_task
 
+from core.live import publish_on_commit
 from core.vocabulary import JobQueue
 from rewards.services import score_trajectory
 from rewards.spec import load_spec
+from trajectories.events import trajectory_live_group
 
 logger = logging.getLogger(__name__)
 
+ERROR_SHOWN = 300  # characters of a failure's message sent to the page
 
-@shared_task(queue=JobQueue.REWARDS, time_limit=1800, acks_late=True)
+
+class ScoringEvent(TypedDict):
+    kind: Literal["scoring"]
+    state: Literal["running", "succeeded", "failed"]
+    reward: NotRequired[float]
+    resolved: NotRequired[bool]
+    spec_version: NotRequired[str]
+    error: NotRequired[str]
+
+
+def _tell(trajectory_id: str, event: ScoringEvent) -> None:
+    publish_on_commit(trajectory_live_group(trajectory_id), event)
+
+
+# track_started: the rescore button's status line asks the result backend whether the job
+# has left the queue (rewards.views.rescore_status), e.g. after the page's socket reconnects.
+@shared_task(queue=JobQueue.REWARDS, time_limit=1800, acks_late=True, track_started=True)
 def score_trajectory_job(trajectory_id: str) -> dict[str, object]:
     """Idempotent per (trajectory, spec version): a retry returns the stored reward.
 
@@ -22,12 +51,25 @@ def score_trajectory_job(trajectory_id: str) -> dict[str, object]:
     """
     started = time.monotonic()
     logger.info("scoring of %s started", trajectory_id)
+    _tell(trajectory_id, {"kind": "scoring", "state": "running"})
     try:
         reward = score_trajectory(trajectory_id, load_spec())
-    except Exception:
+    except Exception as exc:
         logger.exception("scoring of %s failed after %.1f s", trajectory_id, time.monotonic() - started)
+        message = " ".join(str(exc).split())[:ERROR_SHOWN] or type(exc).__name__
+        _tell(trajectory_id, {"kind": "scoring", "state": "failed", "error": message})
         raise
     logger.info("scoring of %s finished in %.1f s", trajectory_id, time.monotonic() - started)
+    _tell(
+        trajectory_id,
+        {
+            "kind": "scoring",
+            "state": "succeeded",
+            "reward": reward.reward,
+            "resolved": reward.resolved,
+            "spec_version": reward.spec_version,
+        },
+    )
     return {
         "trajectory_id": trajectory_id,
         "spec_version": reward.spec_version,

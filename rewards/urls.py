@@ -7,4 +7,9 @@ from rewards import views
 app_name = "rewards"
 urlpatterns = [
     path("trajectories/<uuid:trajectory_id>/rescore/", views.rescore, name="rescore"),
+    path(
+        "trajectories/<uuid:trajectory_id>/rescore/<str:job_id>/",
+        views.rescore_status,
+        name="rescore-status",
+    ),
 ]

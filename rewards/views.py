@@ -2,22 +2,59 @@
 
 from __future__ import annotations
 
+from celery.result import AsyncResult
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
-from django.views.decorators.http import require_POST
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
 
 from core.permissions import role_required
 from core.roles import RESEARCHER
 from rewards.jobs import score_trajectory_job
+from rewards.models import Reward
+from rewards.spec import load_spec
 from trajectories.models import Trajectory
+
+# Celery's states, as the status line words them.
+JOB_STATES = {"PENDING": "queued", "RECEIVED": "queued", "STARTED": "running", "RETRY": "queued"}
+
+
+def _status(request: HttpRequest, trajectory: Trajectory, state: str, **extra: object) -> HttpResponse:
+    return render(request, "rewards/_rescore_status.html", {"t": trajectory, "state": state, **extra})
 
 
 @require_POST
 @role_required(RESEARCHER)
 def rescore(request: HttpRequest, trajectory_id: str) -> HttpResponse:
-    """Score under the current reward spec (a no-op if this spec version already scored it)."""
+    """Score under the current reward spec in the background (a no-op if this spec version already scored it).
+
+    From the page (htmx) the answer is a status line that the job's live events then move
+    on: queued, running, the result. Without htmx, back to the page.
+    """
     trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
     if trajectory.task_id is None:
         raise Http404("This trajectory's task is not in the database, so it cannot be scored.")
-    score_trajectory_job.delay(str(trajectory_id))
+    version = load_spec().version
+    done = Reward.objects.filter(trajectory=trajectory, spec_version=version).first()
+    if done is not None:
+        # Saying so beats queueing a job that would only return the stored reward.
+        if request.headers.get("HX-Request"):
+            return _status(request, trajectory, "already", reward=done)
+        return redirect("trajectories:detail", trajectory_id=trajectory_id)
+    job = score_trajectory_job.delay(str(trajectory_id))
+    if request.headers.get("HX-Request"):
+        return _status(request, trajectory, "queued", job_id=getattr(job, "id", ""), spec_version=version)
     return redirect("trajectories:detail", trajectory_id=trajectory_id)
+
+
+@require_GET
+@role_required(RESEARCHER)
+def rescore_status(request: HttpRequest, trajectory_id: str, job_id: str) -> HttpResponse:
+    """Where a scoring job is now, for a page that missed its live events (a reconnect)."""
+    trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
+    result = AsyncResult(job_id)
+    if result.state == "SUCCESS":
+        reward = Reward.objects.filter(trajectory=trajectory).order_by("-created_at").first()
+        return _status(request, trajectory, "succeeded", reward=reward)
+    if result.state == "FAILURE":
+        return _status(request, trajectory, "failed", error=" ".join(str(result.result).split())[:300])
+    return _status(request, trajectory, JOB_STATES.get(result.state, "queued"), job_id=job_id)

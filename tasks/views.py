@@ -59,6 +59,8 @@ def task_detail(request: HttpRequest, suite: str, task_id: str) -> HttpResponse:
             "tree": file_tree(task.snapshot_files),
             "tests_tree": file_tree(task.tests_files),
             "trajectories": recent,
+            # The suite page's extra columns (the reward gap) for this one task too.
+            "columns": [(loaded.column, loaded.values.get(task.pk)) for loaded in load_suite_columns([task])],
         },
     )
 

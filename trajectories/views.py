@@ -14,6 +14,7 @@ from trajectories.models import SavedFilter, Trajectory
 from trajectories.queries import OBSERVATION_HEAD, STEP_PAGE, neighbours, step_page, step_timeline
 from trajectories.queries import trajectory_detail as get_trajectory
 from trajectories.queries import trajectory_list as list_trajectories
+from trajectories.replay import start_replay
 from trajectories.sections import page_context
 
 PAGE_SIZE = 50
@@ -101,5 +102,10 @@ def replay(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
     if trajectory.task_id is None:
         raise Http404("This trajectory's task is not in the database, so it cannot be replayed.")
+    start_replay(trajectory)
     replay_trajectory_job.delay(str(trajectory_id))
+    if request.headers.get("HX-Request"):
+        # The page swaps in the progress bar; the job's live events move it on to the result.
+        trajectory.refresh_from_db(fields=["replay_report"])
+        return render(request, "trajectories/_replay_report.html", {"t": trajectory})
     return redirect("trajectories:detail", trajectory_id=trajectory_id)

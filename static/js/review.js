@@ -1,5 +1,5 @@
 // Keyboard-first review: j/k next/previous step, n/p next/previous trajectory,
-// g/G first/last step, e/c expand/collapse every long text, l label the current step. Full texts of long
+// g/G first/last step, e expands every long text and c puts them back, l labels the current step. Full texts of long
 // observations load on demand, always through textContent.
 (function () {
   "use strict";
@@ -17,24 +17,34 @@
     all[current].scrollIntoView({ block: "center" });
     history.replaceState(null, "", `#${all[current].id}`);
   }
+  // What each expanded text showed before, so `c` puts the page back as `e` found it.
+  const heads = new Map();
+
   async function expand(button) {
     const li = button.closest("li.step");
     const pre = li.querySelector(`pre[data-full="${button.dataset.field}"]`);
+    if (heads.has(pre)) return;
     const number = Number(button.dataset.step);
     const response = await fetch(`${list.dataset.api}?after=${number - 1}&limit=1`, { credentials: "same-origin" });
-    if (!response.ok) return;
+    if (!response.ok || heads.has(pre)) return;
     const body = await response.json();
     if (body.steps.length) {
+      heads.set(pre, { nodes: Array.from(pre.childNodes, (n) => n.cloneNode(true)), button });
       pre.textContent = body.steps[0][button.dataset.field] || "";
-      button.remove();
+      pre.classList.add("expanded");
+      button.hidden = true;
     }
   }
-  function collapse() {
-    for (const pre of list.querySelectorAll("pre.text")) pre.classList.add("collapsed");
+  function expandAll() {
+    list.querySelectorAll("button.more:not([hidden])").forEach((b) => expand(b));
   }
-  function uncollapse() {
-    for (const pre of list.querySelectorAll("pre.text")) pre.classList.remove("collapsed");
-    list.querySelectorAll("button.more").forEach((b) => expand(b));
+  function collapseAll() {
+    for (const [pre, head] of heads) {
+      pre.replaceChildren(...head.nodes);
+      pre.classList.remove("expanded");
+      head.button.hidden = false;
+    }
+    heads.clear();
   }
 
   list.addEventListener("click", (event) => {
@@ -52,8 +62,8 @@
       case "G": focus(steps().length - 1); break;
       case "n": go(review.dataset.next); break;
       case "p": go(review.dataset.previous); break;
-      case "e": uncollapse(); break;
-      case "c": collapse(); break;
+      case "e": expandAll(); break;
+      case "c": collapseAll(); break;
       case "l": {
         const select = current >= 0 && steps()[current].querySelector(".label-form select");
         if (select) select.focus();

@@ -45,16 +45,110 @@
   }
   async function catchUp() {
     const last = shown.size ? Math.max(...shown) : 0;
-    const response = await fetch(`${list.dataset.api}?after=${last}`, { credentials: "same-origin" });
-    if (!response.ok) return;
-    const body = await response.json();
+    let body;
+    try {
+      const response = await fetch(`${list.dataset.api}?after=${last}`, { credentials: "same-origin", cache: "no-store" });
+      if (!response.ok) return;
+      body = await response.json();
+    } catch (e) {
+      return;  // offline: the next reconnect asks again
+    }
     body.steps.forEach(add);
     if (status && body.status) status.textContent = body.status;
+    // The header and provenance too: a reconnect, a return to the tab, or the rollout's end
+    // (its provenance is written then) must not leave "Steps 0" or "–" behind.
+    headerText("trajectory-steps", body.step_count);
+    headerText("trajectory-termination", body.termination);
+    headerText("provenance-policy", body.policy_kind);
+    headerText("provenance-model", body.policy_model);
+    const error = document.getElementById("trajectory-error");
+    if (error && body.error !== undefined) {
+      document.getElementById("trajectory-error-text").textContent = body.error;
+      error.hidden = !body.error;
+    }
+  }
+  function headerText(id, value) {
+    const node = document.getElementById(id);
+    if (node && value !== undefined && value !== null) node.textContent = value === "" ? "–" : String(value);
   }
 
+  // Background work started from this page (replay, scoring) reports on the same group.
+  // The result is drawn by the server: the page's own HTML is fetched again and the parts
+  // that changed are swapped in, so nothing the agent wrote is ever built into markup here.
+  async function fetchHtml(url) {
+    try {
+      const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+      return response.ok ? new DOMParser().parseFromString(await response.text(), "text/html") : null;
+    } catch (e) {
+      return null;  // offline: the next reconnect resynchronises
+    }
+  }
+  async function refresh(ids) {
+    const fresh = await fetchHtml(location.href);
+    if (!fresh) return;
+    for (const id of ids) {
+      const now = document.getElementById(id);
+      const next = fresh.getElementById(id);
+      if (!now || !next) continue;
+      const node = document.importNode(next, true);
+      now.replaceWith(node);
+      if (window.htmx) window.htmx.process(node);
+    }
+  }
+  function replayProgress(event) {
+    const report = document.getElementById("replay-report");
+    const bar = document.getElementById("replay-progress");
+    if (event.state === "running" && bar) {
+      bar.max = Math.max(event.steps, 1);
+      bar.value = event.done;
+      const done = document.getElementById("replay-done");
+      if (done) done.textContent = String(event.done);
+    } else if (!report || report.dataset.state !== event.state || event.state !== "running") {
+      refresh(["replay-report"]);
+    }
+  }
+  function scoringProgress(event) {
+    const line = document.getElementById("rescore-status");
+    if (line) {
+      line.dataset.state = event.state;
+      const words = {
+        running: "scoring: running the hidden tests in a fresh sandbox…",
+        succeeded: `scored: reward ${Number(event.reward).toFixed(3)}${event.resolved ? ", resolved" : ", not resolved"}`,
+        failed: `scoring failed: ${event.error || ""}`,
+      };
+      line.textContent = words[event.state] || event.state;
+    }
+    if (event.state !== "running") refresh(["outcome-card", "after-steps", "trajectory-status"]);
+  }
+  async function resync() {
+    // After a reconnect, whatever was in flight may have ended while nobody listened.
+    const report = document.getElementById("replay-report");
+    if (report && ["queued", "running"].includes(report.dataset.state)) refresh(["replay-report"]);
+    const line = document.getElementById("rescore-status");
+    if (line && line.dataset.poll && ["queued", "running"].includes(line.dataset.state)) {
+      const page = await fetchHtml(line.dataset.poll);
+      const fresh = page && page.getElementById("rescore-status");
+      if (fresh) {
+        line.replaceWith(document.importNode(fresh, true));
+        if (fresh.dataset.state === "succeeded") refresh(["outcome-card", "after-steps"]);
+      }
+    }
+  }
+
+  // A job can end before the button's answer is swapped in; look once more after each swap.
+  document.body.addEventListener("htmx:afterSettle", () => resync());
+
   window.CrucibleLive.subscribe(list.dataset.group, (event) => {
-    if (event.kind === "subscribed") catchUp();
-    else if (event.kind === "steps") event.steps.forEach(add);
-    else if (event.kind === "finished" && status) status.textContent = event.status;
+    if (event.kind === "subscribed") { catchUp(); resync(); }
+    else if (event.kind === "resync") { catchUp(); resync(); }
+    else if (event.kind === "steps") {
+      event.steps.forEach(add);
+      if (shown.size) headerText("trajectory-steps", Math.max(...shown));
+    } else if (event.kind === "finished") {
+      if (status) status.textContent = event.status;
+      catchUp();
+    }
+    else if (event.kind === "replay") replayProgress(event);
+    else if (event.kind === "scoring") scoringProgress(event);
   });
 })();
