@@ -10,6 +10,7 @@ import orjson
 from django.db import connection
 from django.db.models import QuerySet
 
+from core.vocabulary import TrajectoryStatus
 from trajectories.bulk import STEP_COLUMNS
 from trajectories.models import Step, Trajectory
 from trajectories.schema import format_time, record_bytes
@@ -43,6 +44,13 @@ EMPTY_OBJECT = "{}"
 # Given a chunk's trajectory primary keys, the outcome fields (final_reward, success, flags) to
 # write instead of the stored ones, e.g. a training set's rewards under the spec that chose it.
 OutcomeOverride = Callable[[list[int]], dict[int, dict[str, Any]]]
+
+
+def finished_only(queryset: QuerySet[Trajectory]) -> QuerySet[Trajectory]:
+    """What an export gives by default: trajectories that ended. Queued, running and cancelled
+    ones (often 0 steps) are not data, and a failed one is an infrastructure failure a worker
+    retries, not an agent's attempt."""
+    return queryset.filter(status=TrajectoryStatus.FINISHED)
 
 
 def iter_trajectory_lines(
