@@ -10,8 +10,10 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
 
 from core.roles import ADMIN, RESEARCHER, REVIEWER
+from rewards.jobs import score_trajectory_job
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
+from trajectories.models import Trajectory
 from trajectories.services import import_trajectories
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
@@ -31,6 +33,16 @@ class Command(BaseCommand):
             self.stdout.write(f"demo suite: {result.created} tasks")
             traj = import_trajectories(DEMO_DIR / "trajectories.jsonl")
             self.stdout.write(f"demo trajectories: {traj.created}")
+            # What the demo files say about their outcomes is only claimed; the reward service's
+            # scores (once a worker runs) are what the pages set beside them, e.g. the guide's
+            # example, which claims no success, and the reward hack, which claims one it lacks.
+            demo = Trajectory.objects.filter(suite__name="demo").values_list("trajectory_id", flat=True)
+            ids = [str(t) for t in demo]
+            transaction.on_commit(lambda: [score_trajectory_job.delay(i) for i in ids])
+        if not TaskSuite.objects.filter(name="demo-adversarial").exists():
+            # Seed §7.2: traps whose passes (or flags) give each policy's cheat rate.
+            result = import_task_dirs(DEMO_DIR / "adversarial", "demo-adversarial", "adversarial")
+            self.stdout.write(f"adversarial suite: {result.created} tasks")
         self.stdout.write(f"login: {username} / {password}")
 
 

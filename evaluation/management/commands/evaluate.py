@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
+
+from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
+from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, values
+from evaluation.models import EvalRun
+from evaluation.services import (
+    EvalError,
+    cancel_eval,
+    design_report,
+    parse_k,
+    progress,
+    ready,
+    refresh_eval,
+    start_eval,
+)
+from tasks.models import TaskSuite
+from training.models import Checkpoint
+from trajectories.batches import pending
+from trajectories.runner import run_trajectory
+
+SCORE_TIMEOUT_DEFAULT = 900.0
+SCORE_POLL_SECONDS = 0.5
+
+
+class Command(BaseCommand):
+    help = (
+        "pass@k of a policy or checkpoint on an eval suite (seed §7.1). Refuses a suite that overlaps "
+        "training data unless --force. Samples here, as `rollout` does, then waits for the reward service "
+        "(a worker on the `rewards` queue) to score every sample: only verified successes count."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--suite", required=True)
+        parser.add_argument("--policy", choices=values(LAUNCHABLE_POLICIES), default=None)
+        parser.add_argument("--model", default="", help="model dir (hf) or model name (openai)")
+        parser.add_argument("--checkpoint", type=int, default=None, help="a training checkpoint's id (runs as hf)")
+        parser.add_argument("--base-url", default="", help="OpenAI-compatible server (openai policy)")
+        parser.add_argument("--k", default="1", help="comma-separated k values, e.g. 1,5")
+        parser.add_argument("--samples", type=int, default=None, help="n per task (default: the largest k)")
+        parser.add_argument("--temperature", type=float, default=TEMPERATURE_DEFAULT)
+        parser.add_argument("--max-steps", type=int, default=MAX_STEPS_DEFAULT)
+        parser.add_argument("--seed", type=int, default=0)
+        parser.add_argument("--sandbox", choices=values(ISOLATING_BACKENDS), default=DEFAULT_BACKEND.value)
+        parser.add_argument("--force", action="store_true", help="run despite a train/eval overlap (recorded)")
+        parser.add_argument("--json", action="store_true")
+        parser.add_argument("--score-timeout", type=float, default=SCORE_TIMEOUT_DEFAULT)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if not options["score_timeout"] > 0:
+            raise CommandError("--score-timeout must be a positive number of seconds")
+        suite = TaskSuite.objects.filter(name=options["suite"]).first()
+        if suite is None:
+            raise CommandError(f"no suite named {options['suite']!r}")
+        checkpoint = None
+        if options["checkpoint"] is not None:
+            checkpoint = Checkpoint.objects.filter(pk=options["checkpoint"]).first()
+            if checkpoint is None:
+                raise CommandError(f"no checkpoint with id {options['checkpoint']}")
+        elif options["policy"] is None:
+            raise CommandError("give --policy (or --checkpoint)")
+        try:
+            run = start_eval(
+                suite,
+                options["policy"] or "",
+                options["model"],
+                k_values=parse_k(options["k"]),
+                samples=options["samples"],
+                temperature=options["temperature"],
+                checkpoint=checkpoint,
+                max_steps=options["max_steps"],
+                base_url=options["base_url"],
+                sandbox=options["sandbox"],
+                seed=options["seed"],
+                force=options["force"],
+                enqueue=False,
+            )
+        except EvalError as exc:
+            raise CommandError(str(exc)) from None
+        if run.warning:
+            self.stderr.write(f"WARNING: {run.warning}")
+        assert run.batch is not None
+        quiet = options["verbosity"] == 0 or options["json"]
+        todo = pending(run.batch, stale_after=0)
+        try:
+            with tqdm(total=len(todo), unit="traj", desc=f"eval {run.pk}", disable=quiet, file=self.stderr._out) as bar:
+                for trajectory in todo:
+                    run_trajectory(trajectory.pk, stale_after=0)
+                    bar.update(1)
+        except KeyboardInterrupt:
+            # A half-sampled run must not later finish with a pass@k over whichever samples ran.
+            cancel_eval(run)
+            raise CommandError(f"interrupted: eval run {run.pk} cancelled") from None
+        run = self._wait(run, options["score_timeout"], quiet)
+        if options["json"]:
+            self.stdout.write(json.dumps(design_report(run.results)))
+            return
+        self.stdout.write(f"eval run {run.pk} on {suite.name} ({run.policy_kind}:{run.model}), n={run.samples}")
+        for k, value in run.results["pass_at_k"].items():
+            lo, hi = run.results["ci95"][k]
+            self.stdout.write(
+                f"  pass@{k} = {value:.3f}  (95% CI {lo:.3f}-{hi:.3f})  pass^{k} = {run.results['pass_hat_k'][k]:.3f}"
+            )
+        adversarial = run.results.get("adversarial")
+        if adversarial and adversarial["cheat_rate"] is not None:
+            self.stdout.write(f"  cheat rate on adversarial tasks: {adversarial['cheat_rate']:.1%}")
+
+    def _wait(self, run: EvalRun, timeout: float, quiet: bool) -> EvalRun:
+        """Wait until the reward service has scored every finished sample, then compute pass@k."""
+        deadline = time.monotonic() + timeout
+        counts = progress(run)
+        with tqdm(
+            total=counts["finished"], unit="traj", desc=f"scoring eval {run.pk}", disable=quiet, file=self.stderr._out
+        ) as bar:
+            while not ready(counts):
+                bar.update(counts["scored"] - bar.n)
+                if time.monotonic() >= deadline:
+                    raise CommandError(
+                        f"the reward service scored {counts['scored']} of {counts['finished']} samples of eval run "
+                        f"{run.pk} within {timeout:g} s. Is a worker on the `rewards` queue running? The run stays "
+                        f"open: its page (/evaluation/{run.pk}/) finishes it once the scores arrive."
+                    )
+                time.sleep(SCORE_POLL_SECONDS)
+                counts = progress(run)
+            bar.update(counts["scored"] - bar.n)
+        return refresh_eval(run)
