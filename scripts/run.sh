@@ -24,7 +24,8 @@ fi
 $BIN/python manage.py seed_demo > var/log/seed.txt
 login=$(grep '^login:' var/log/seed.txt | sed 's/^login: //')
 
-$BIN/celery -A webapp worker -Q default,rollouts,rewards --concurrency 2 \
+# The hf policy sizes torch threads to the cores each of the 2 worker processes gets.
+CRUCIBLE_WORKER_CONCURRENCY=2 $BIN/celery -A webapp worker -Q default,rollouts,rewards,training --concurrency 2 \
   --loglevel INFO --logfile var/log/celery.log >var/log/celery.out 2>&1 &
 worker=$!
 trap 'kill $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT INT TERM

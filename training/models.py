@@ -54,6 +54,9 @@ class TrainingRun(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     metrics = models.JSONField(default=dict, blank=True)  # the latest value of each metric
+    # What it trains on: a training set's name@version or a file, and the train file's hash.
+    dataset = models.CharField(max_length=500, blank=True)
+    dataset_hash = models.CharField(max_length=64, blank=True)
     error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)

@@ -1,0 +1,140 @@
+"""What the trainer tests share: a tiny model with the bundled tokenizer, demo data, running a run.
+
+The tiny model is the bundled SmolLM2's architecture and tokenizer (chat template included) at
+3M parameters, so each kind trains for real in seconds; the learning check (bench/learning.py)
+trains the bundled model itself.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+from training.trainers.__main__ import main
+from trajectories.conversation import TOOLS, RecordedStep, conversation, prompt_messages
+
+REPO = Path(__file__).resolve().parent.parent.parent
+BUNDLED = REPO / "var" / "models" / "smollm2-135m-instruct"
+DEMO = REPO / "demo"
+
+
+def make_tiny_model(dest: Path) -> Path:
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(BUNDLED)
+    config.update(
+        {
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+        }
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(dest)
+    AutoTokenizer.from_pretrained(BUNDLED).save_pretrained(dest)
+    return dest
+
+
+def demo_trajectories() -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (DEMO / "trajectories.jsonl").read_text().splitlines() if line.strip()]
+    return [row for row in rows if "schema_version" in row]
+
+
+def chat_of(trajectory: dict[str, Any], steps: int | None = None) -> list[dict[str, Any]]:
+    recorded = [
+        RecordedStep(s["action_type"], s["action_input"], s.get("thought", ""), s.get("observation", ""))
+        for s in trajectory["steps"][:steps]
+    ]
+    return conversation(trajectory["prompt"], recorded)
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def sft_rows() -> list[dict[str, Any]]:
+    """The demo's verified successes as the hf policy's chat (rejection sampling's input)."""
+    return [{"messages": chat_of(t, 2), "tools": TOOLS} for t in demo_trajectories() if t.get("success")][:2]
+
+
+def preference_rows(long_pair: bool = False) -> list[dict[str, Any]]:
+    good = [t for t in demo_trajectories() if t.get("success")]
+    bad = next(t for t in demo_trajectories() if not t.get("success"))
+    rows = []
+    for trajectory in good[:2]:
+        prompt = prompt_messages(trajectory["prompt"])
+        rows.append(
+            {
+                "prompt": prompt,
+                "chosen": chat_of(trajectory, 1)[len(prompt) :],
+                "rejected": chat_of(bad, 1)[len(prompt) :],
+                "tools": "[]",
+                "chosen_trajectory_id": trajectory["trajectory_id"],
+            }
+        )
+    if long_pair:
+        rows.append({**rows[0], "chosen": [{"role": "assistant", "content": "word " * 6000}]})
+    return rows
+
+
+def grpo_rows(task_ids: tuple[str, ...] = ("task_0001",)) -> list[dict[str, Any]]:
+    rows = []
+    for task_id in task_ids:
+        task_dir = DEMO / "tasks" / task_id
+        rows.append(
+            {
+                "prompt": prompt_messages((task_dir / "task.md").read_text()),
+                "task_id": task_id,
+                "task_dir": str(task_dir),
+            }
+        )
+    return rows
+
+
+def run_config(
+    run_dir: Path, kind: str, model: Path, train_file: Path, rl: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "kind": kind,
+        "model": {"base_model": str(model)},
+        "rl": {"max_steps": 1, "batch_size": 2, "learning_rate": 1e-3, **rl},
+        "data": {"train_file": str(train_file)},
+        "logging": {"save_every_steps": 1},
+        "output_dir": str(run_dir / "out"),
+        **extra,
+    }
+    (run_dir / "config.json").write_text(json.dumps(config))
+    return config
+
+
+def train_in_process(run_dir: Path) -> tuple[int, list[dict[str, Any]]]:
+    """main() as the subprocess runs it; the events it printed, parsed."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        code = main([str(run_dir)])
+    return code, parse_events(out.getvalue())
+
+
+def parse_events(text: str) -> list[dict[str, Any]]:
+    events = []
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "event" in record:
+            events.append(record)
+    return events
+
+
+def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["event"] == kind]

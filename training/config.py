@@ -1,0 +1,345 @@
+"""The rl_config of a training run (seed §6.3): parse YAML or JSON, check every field, resolve names.
+
+The shape is the guide's `rl_config.yaml` (`model`, `environment`, `rl`, `data`, `logging`)
+plus `kind`. Checking collects one clear message per field instead of stopping at the first,
+so a researcher fixes a config in one round. Resolution turns names into what the trainer
+subprocess needs: a model directory, a verified training set, a file that exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from django.conf import settings
+
+from core.vocabulary import CheckpointKind, TrainingKind, values
+from training.models import Checkpoint, TrainingSet
+from training.queries import set_spec
+
+# The guide's keys; keys it names that Crucible does not use are accepted and kept as given,
+# so the guide's own example validates. Anything else is a typo worth reporting.
+SECTIONS: dict[str, frozenset[str]] = {
+    "model": frozenset({"base_model", "load_in_4bit", "torch_dtype"}),
+    "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
+    "rl": frozenset(
+        {
+            "max_steps",
+            "batch_size",
+            "gradient_accumulation_steps",
+            "learning_rate",
+            "kl_coef",
+            "num_generations",
+            "max_length",
+            "max_new_tokens",
+            "temperature",
+            "seed",
+            "trajectory_dir",
+            "reward_clip",
+        }
+    ),
+    "data": frozenset({"training_set", "train_file", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}),
+    "logging": frozenset({"save_every_steps", "log_file"}),
+}
+TOP_LEVEL = frozenset({"kind", "name", *SECTIONS})
+GRPO_MODES = ("single_turn", "agent")
+MAX_CONFIG_BYTES = 64 * 1024
+NAME_MAX = 200
+
+# Defaults small enough for the bundled model on a CPU; a GPU user raises them in the config.
+RL_DEFAULTS: dict[str, Any] = {
+    "max_steps": 10,
+    "batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "learning_rate": 1e-5,
+    "kl_coef": 0.05,
+    "max_length": 1024,
+    "seed": 0,
+}
+GRPO_DEFAULTS: dict[str, Any] = {"num_generations": 2, "max_new_tokens": 64, "temperature": 1.0}
+POSITIVE_INTS = ("max_steps", "batch_size", "gradient_accumulation_steps", "max_length", "max_new_tokens")
+STEP_LIMIT = 1_000_000
+MIN_LENGTH = 16  # tokens: below this no chat prompt fits
+
+
+class ConfigError(ValueError):
+    """A config that cannot run: one message per field, keyed by its dotted path."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{key}: {message}" for key, message in errors.items()))
+
+
+@dataclass
+class RunConfig:
+    """A checked config and what its names resolved to."""
+
+    kind: TrainingKind
+    name: str
+    config: dict[str, Any]  # the normalised config, as stored on the run
+    base_model_dir: Path
+    base_checkpoint: Checkpoint | None = None
+    training_set: TrainingSet | None = None
+    train_file: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dataset(self) -> str:
+        if self.training_set is not None:
+            return str(self.training_set)
+        return str(self.train_file) if self.train_file else ""
+
+
+def parse(text: str) -> dict[str, Any]:
+    """A config document (YAML, of which JSON is a subset) as a mapping."""
+    if len(text.encode()) > MAX_CONFIG_BYTES:
+        raise ConfigError({"config": f"is larger than {MAX_CONFIG_BYTES // 1024} KiB"})
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError({"config": f"is not valid YAML or JSON{where}"}) from None
+    if not isinstance(raw, dict):
+        raise ConfigError({"config": "must be a mapping with kind, model, rl, data and logging"})
+    return raw
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _number(value: Any) -> float | None:
+    # YAML 1.1 reads `1e-6` (no dot) as a string; the guide writes learning rates that way.
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+class _Checker:
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.errors: dict[str, str] = {}
+
+    def error(self, key: str, message: str) -> None:
+        self.errors.setdefault(key, message)
+
+    def section(self, name: str) -> dict[str, Any]:
+        value = self.raw.get(name, {})
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            self.error(name, "must be a mapping")
+            return {}
+        for key in value:
+            if key not in SECTIONS[name]:
+                self.error(f"{name}.{key}", f"unknown key (known: {', '.join(sorted(SECTIONS[name]))})")
+        return dict(value)
+
+
+def check(raw: dict[str, Any]) -> RunConfig:
+    """Check every field and resolve its names; raises ConfigError listing each bad field."""
+    c = _Checker(raw)
+    for key in raw:
+        if key not in TOP_LEVEL:
+            c.error(str(key), f"unknown key (known: {', '.join(sorted(TOP_LEVEL))})")
+    kind_value = raw.get("kind")
+    kind: TrainingKind | None = None
+    if kind_value is None:
+        c.error("kind", f"is missing: one of {', '.join(values(TrainingKind))}")
+    elif kind_value not in values(TrainingKind):
+        c.error("kind", f"unknown kind {str(kind_value)[:40]!r}: one of {', '.join(values(TrainingKind))}")
+    else:
+        kind = TrainingKind(kind_value)
+    name = raw.get("name", "")
+    if not isinstance(name, str) or len(name) > NAME_MAX:
+        c.error("name", f"must be text of at most {NAME_MAX} characters")
+        name = ""
+    model, environment, rl = c.section("model"), c.section("environment"), c.section("rl")
+    data, logging_ = c.section("data"), c.section("logging")
+
+    rl = _check_rl(c, rl, kind)
+    if kind is TrainingKind.GRPO:
+        mode = environment.get("mode", "single_turn")
+        if mode not in GRPO_MODES:
+            c.error("environment.mode", f"must be one of {', '.join(GRPO_MODES)}")
+        environment["mode"] = mode
+    save_every = _int(logging_.get("save_every_steps", rl.get("max_steps") or 1))
+    if save_every is None or save_every < 1:
+        c.error("logging.save_every_steps", "must be a positive whole number of steps")
+    else:
+        logging_["save_every_steps"] = save_every
+
+    base_dir, base_checkpoint = _resolve_model(c, model, kind)
+    training_set, train_file = _resolve_data(c, data, kind)
+    if c.errors or kind is None or base_dir is None:
+        raise ConfigError(c.errors)
+    if base_checkpoint is not None:
+        model["checkpoint"] = base_checkpoint.pk
+    config = {
+        "kind": kind.value,
+        "name": name,
+        "model": model,
+        "environment": environment,
+        "rl": rl,
+        "data": data,
+        "logging": logging_,
+    }
+    return RunConfig(
+        kind=kind,
+        name=name or f"{kind.value} of {Path(str(model['base_model'])).name}",
+        config=config,
+        base_model_dir=base_dir,
+        base_checkpoint=base_checkpoint,
+        training_set=training_set,
+        train_file=train_file,
+    )
+
+
+def _check_rl(c: _Checker, rl: dict[str, Any], kind: TrainingKind | None) -> dict[str, Any]:
+    defaults = {**RL_DEFAULTS, **(GRPO_DEFAULTS if kind is TrainingKind.GRPO else {})}
+    out = {**defaults, **rl}
+    for key in POSITIVE_INTS:
+        if key not in out:
+            continue
+        number = _int(out[key])
+        if key == "max_length" and number is not None and number < MIN_LENGTH:
+            c.error("rl.max_length", f"must be at least {MIN_LENGTH} tokens")
+        elif number is None or not 0 < number <= STEP_LIMIT:
+            c.error(f"rl.{key}", f"must be a positive whole number (at most {STEP_LIMIT})")
+        else:
+            out[key] = number
+    seed = _int(out["seed"])
+    if seed is None:
+        c.error("rl.seed", "must be a whole number")
+    else:
+        out["seed"] = seed
+    lr = _number(out["learning_rate"])
+    if lr is None or not math.isfinite(lr) or lr <= 0 or lr >= 1:
+        c.error("rl.learning_rate", "must be a number between 0 and 1, e.g. 1e-5")
+    else:
+        out["learning_rate"] = lr
+    kl = _number(out["kl_coef"])
+    if kl is None or not math.isfinite(kl) or kl < 0:
+        c.error("rl.kl_coef", "must be a number of at least 0")
+    else:
+        out["kl_coef"] = kl
+    if "temperature" in out:
+        temperature = _number(out["temperature"])
+        if temperature is None or not 0 < temperature <= 5:
+            c.error("rl.temperature", "must be a number above 0 and at most 5")
+        else:
+            out["temperature"] = temperature
+    if kind is TrainingKind.GRPO:
+        generations = _int(out["num_generations"])
+        if generations is None or generations < 2:
+            c.error("rl.num_generations", "must be at least 2: GRPO compares generations of one prompt")
+        else:
+            out["num_generations"] = generations
+            batch = out.get("batch_size")
+            if isinstance(batch, int) and batch % generations:
+                c.error(
+                    "rl.batch_size",
+                    f"{batch} is not divisible by rl.num_generations ({generations}): "
+                    "each batch holds whole groups of generations",
+                )
+    elif "num_generations" in rl:
+        c.error("rl.num_generations", "applies to grpo runs only")
+    return out
+
+
+def _resolve_model(
+    c: _Checker, model: dict[str, Any], kind: TrainingKind | None
+) -> tuple[Path | None, Checkpoint | None]:
+    ref = model.get("base_model")
+    if not isinstance(ref, str) or not ref.strip():
+        c.error("model.base_model", "is missing: a model directory or a registered checkpoint (checkpoint:<id>)")
+        return None, None
+    ref = ref.strip()
+    checkpoint: Checkpoint | None = None
+    if ref.startswith("checkpoint:"):
+        ident = _int(ref.removeprefix("checkpoint:"))
+        checkpoint = Checkpoint.objects.filter(pk=ident).first() if ident is not None else None
+        if checkpoint is None:
+            c.error("model.base_model", f"no registered checkpoint {ref!r}")
+            return None, None
+        path = Path(checkpoint.path)
+    else:
+        path = Path(ref) if Path(ref).is_absolute() else Path(settings.BASE_DIR) / ref
+        checkpoint = Checkpoint.objects.filter(path=str(path.resolve())).first()
+    if not (path / "config.json").is_file():
+        c.error("model.base_model", f"unknown model: {ref!r} is not a directory with a config.json")
+        return None, None
+    if checkpoint is not None and checkpoint.kind == CheckpointKind.REWARD and kind is not TrainingKind.REWARD:
+        c.error("model.base_model", f"checkpoint {checkpoint.pk} is a reward model; a {kind} run needs a policy")
+    model["base_model"] = str(path.resolve())
+    return path.resolve(), checkpoint
+
+
+def _resolve_data(
+    c: _Checker, data: dict[str, Any], kind: TrainingKind | None
+) -> tuple[TrainingSet | None, Path | None]:
+    set_ref, file_ref = data.get("training_set"), data.get("train_file")
+    if set_ref and file_ref:
+        c.error("data", "give data.training_set or data.train_file, not both")
+        return None, None
+    if not set_ref and not file_ref:
+        c.error(
+            "data.training_set", "missing data set: give data.training_set (name or name@version) or data.train_file"
+        )
+        return None, None
+    if file_ref:
+        path = Path(str(file_ref))
+        path = path if path.is_absolute() else Path(settings.BASE_DIR) / path
+        if not path.is_file():
+            c.error("data.train_file", f"no such file: {str(file_ref)[:300]}")
+            return None, None
+        data["train_file"] = str(path.resolve())
+        return None, path.resolve()
+    training_set = _training_set(str(set_ref))
+    if training_set is None:
+        c.error("data.training_set", f"no training set {str(set_ref)[:120]!r}")
+        return None, None
+    if not set_spec(training_set) or not training_set.stats.get("verified"):
+        c.error(
+            "data.training_set",
+            f"{training_set} is not verified: it was not chosen by rewards Crucible computed under a reward spec; "
+            "freeze a new version from scored trajectories",
+        )
+        return None, None
+    if not training_set.trajectory_ids:
+        c.error("data.training_set", f"{training_set} is empty")
+        return None, None
+    data["training_set"] = str(training_set)
+    return training_set, None
+
+
+def _training_set(ref: str) -> TrainingSet | None:
+    name, _, version = ref.partition("@")
+    sets = TrainingSet.objects.filter(name=name)
+    if version:
+        number = _int(version)
+        return sets.filter(version=number).first() if number is not None else None
+    return sets.order_by("-version").first()

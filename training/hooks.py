@@ -1,0 +1,25 @@
+"""What training plugs into the layers below it (connected in TrainingConfig.ready)."""
+
+from __future__ import annotations
+
+from annotation.pairs import TRAINING_SET, register_source
+from training.models import TrainingSet
+
+
+def training_set_trajectories(name: str) -> list[str]:
+    """The trajectory ids of a training set, `NAME` (newest version) or `NAME@VERSION`."""
+    base, _, version = name.partition("@")
+    sets = TrainingSet.objects.filter(name=base)
+    if version:
+        if not version.isdigit():
+            raise LookupError(f"training set version must be a number, not {version!r}")
+        sets = sets.filter(version=int(version))
+    found = sets.order_by("-version").first()
+    if found is None:
+        raise LookupError(f"no training set named {name!r}")
+    return [str(trajectory_id) for trajectory_id in found.trajectory_ids]
+
+
+def connect() -> None:
+    # make_pairs --training-set NAME draws pairs from a frozen training set's trajectories.
+    register_source(TRAINING_SET, training_set_trajectories)

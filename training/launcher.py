@@ -1,0 +1,379 @@
+"""Run a training run: start its trainer under `accelerate launch`, follow it, record what it says.
+
+The trainer (training.trainers, plain Python, no database) prints one JSON event per line
+(metric, checkpoint, rollout, done); everything else it prints is log. This side turns the
+events into RunMetric, Checkpoint and Trajectory rows and live messages on `run-<id>`, keeps
+the log's tail, touches the row's heartbeat so a lost worker is noticed, and stops the
+trainer's whole process group when the row is cancelled under it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from functools import cache
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from core.live import publish_on_commit
+from core.vocabulary import CheckpointKind, RunStatus, Termination, TrajectorySource, TrajectoryStatus
+from tasks.models import Task
+from training.models import Checkpoint, RunMetric, TrainingRun
+from training.services import (
+    HEARTBEAT_SECONDS,
+    fail_lost_runs,
+    live_group,
+    publish_status,
+    run_dir,
+    stop_process_group,
+    worker_name,
+)
+from trajectories.models import Step, Trajectory
+
+logger = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 200
+LOG_LINE_CHARS = 2000
+MAX_METRIC_KEYS = 64
+MAX_EVENT_BYTES = 1 << 20
+TEXT_LIMIT = 200_000
+# After the trainer exits, output still in flight is read for this long.
+DRAIN_SECONDS = 1.0
+MAX_ROLLOUT_STEPS = 200  # a rollout's completion or patch, as stored
+EOF = object()
+
+
+def trainer_command(directory: Path) -> list[str]:
+    """`accelerate launch ... -m training.trainers <run_dir>`. Several GPUs or machines are an
+    accelerate config file (CRUCIBLE_ACCELERATE_CONFIG), not code; without one, one process,
+    on the CPU when the host has no GPU."""
+    module = os.environ.get("CRUCIBLE_TRAINER_MODULE", "training.trainers")
+    if os.environ.get("CRUCIBLE_TRAINING_LAUNCHER", "accelerate") == "python":
+        return [sys.executable, "-u", "-m", module, str(directory)]
+    command = [sys.executable, "-m", "accelerate.commands.launch"]
+    config_file = os.environ.get("CRUCIBLE_ACCELERATE_CONFIG", "")
+    if config_file:
+        command += ["--config_file", config_file]
+    else:
+        command += ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+        if shutil.which("nvidia-smi") is None or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+            command.append("--cpu")
+    return [*command, "-m", module, str(directory)]
+
+
+@cache
+def code_version() -> str:
+    try:
+        out = subprocess.run(  # noqa: S603
+            ["git", "rev-parse", "HEAD"],  # noqa: S607
+            cwd=settings.BASE_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    head = out.stdout.strip()
+    return head if out.returncode == 0 and head else "unknown"
+
+
+def _pump(stream: IO[bytes], source: str, lines: queue.Queue[Any]) -> None:
+    for raw in iter(stream.readline, b""):
+        lines.put((source, raw[:MAX_EVENT_BYTES].decode("utf-8", "replace").rstrip("\r\n")))
+    lines.put((source, EOF))
+
+
+def _finite_numbers(values: Any) -> dict[str, float]:
+    if not isinstance(values, dict):
+        return {}
+    out: dict[str, float] = {}
+    for key, value in list(values.items())[:MAX_METRIC_KEYS]:
+        if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+            out[str(key)[:64]] = float(value)
+    return out
+
+
+class RunFollower:
+    """What the launcher knows about one running trainer, and what it does with each event."""
+
+    def __init__(self, run: TrainingRun) -> None:
+        self.run = run
+        self.group = live_group(run)
+        # A resumed run continues from its checkpoint's step; the trainer counts from 0 again.
+        self.offset = run.resume_from.step if run.resume_from is not None else 0
+        self.tail: deque[str] = deque((run.log_tail or "").splitlines()[-LOG_TAIL_LINES:], maxlen=LOG_TAIL_LINES)
+        self.metrics: dict[str, float] = dict(run.metrics or {})
+        self.done_status = ""
+        self.done_error = ""
+        self.started = time.monotonic()
+        self.parent = run.resume_from or self._base_checkpoint()
+
+    def _base_checkpoint(self) -> Checkpoint | None:
+        ident = self.run.config.get("model", {}).get("checkpoint")
+        return Checkpoint.objects.filter(pk=ident).first() if isinstance(ident, int) else None
+
+    def line(self, source: str, text: str) -> None:
+        event = None
+        if source == "out" and text.startswith("{"):
+            try:
+                event = json.loads(text)
+            except ValueError:
+                event = None
+        if not isinstance(event, dict) or not isinstance(event.get("event"), str):
+            self.tail.append(text[:LOG_LINE_CHARS])
+            return
+        handler = getattr(self, f"on_{event['event']}", None)
+        if handler is None:
+            self.tail.append(text[:LOG_LINE_CHARS])
+            return
+        try:
+            handler(event)
+        except (TypeError, ValueError, KeyError) as exc:
+            self.tail.append(f"[crucible] ignored a malformed {event['event']} event: {exc}"[:LOG_LINE_CHARS])
+
+    def _step(self, event: dict[str, Any]) -> int:
+        step = event.get("step", 0)
+        return self.offset + (int(step) if isinstance(step, int | float) and step >= 0 else 0)
+
+    def on_metric(self, event: dict[str, Any]) -> None:
+        values = _finite_numbers(event.get("values"))
+        step = self._step(event)
+        minutes = (time.monotonic() - self.started) / 60
+        if "steps_per_min" not in values and minutes > 0 and step > self.offset:
+            values["steps_per_min"] = round((step - self.offset) / minutes, 3)
+        self.metrics.update(values)
+        with transaction.atomic():
+            RunMetric.objects.create(run=self.run, step=step, values=values)
+            TrainingRun.objects.filter(pk=self.run.pk).update(metrics=self.metrics, heartbeat_at=timezone.now())
+            publish_on_commit(self.group, {"kind": "metric", "run_id": self.run.pk, "step": step, "values": values})
+
+    def on_checkpoint(self, event: dict[str, Any]) -> None:
+        path = Path(str(event["path"]))
+        if not path.is_absolute() or not path.is_dir():
+            raise ValueError(f"checkpoint path {str(path)[:300]!r} is not a directory")
+        kind = event.get("kind", CheckpointKind.POLICY)
+        kind = kind if kind in set(CheckpointKind) else CheckpointKind.POLICY
+        step = self._step(event)
+        metrics = {**self.metrics, **_finite_numbers(event.get("metrics"))}
+        run = self.run
+        with transaction.atomic():
+            checkpoint = Checkpoint.objects.create(
+                name=f"{(run.name or run.kind)[:150]} · run {run.pk} step {step}",
+                kind=kind,
+                path=str(path),
+                run=run,
+                parent=self.parent,
+                base_model=str(run.config.get("model", {}).get("base_model", ""))[:500],
+                step=step,
+                config_hash=run.config_hash,
+                dataset=run.dataset[:200],
+                dataset_hash=run.dataset_hash,
+                code_version=code_version(),
+                metrics=metrics,
+            )
+            publish_on_commit(
+                self.group,
+                {"kind": "checkpoint", "run_id": run.pk, "id": checkpoint.pk, "step": step, "path": checkpoint.path},
+            )
+
+    def on_rollout(self, event: dict[str, Any]) -> None:
+        """A GRPO generation and its reward, kept as a trajectory of the run (not verified: the
+        reward service has not scored it, so no training set takes it as is)."""
+        task_id = str(event.get("task_id", ""))[:200]
+        reward = event.get("reward")
+        reward = float(reward) if isinstance(reward, int | float) and math.isfinite(reward) else None
+        task = Task.objects.filter(task_id=task_id).select_related("suite").first()
+        raw_steps = event.get("steps")
+        steps: list[Any] = raw_steps if isinstance(raw_steps, list) else []
+        resolved = event.get("resolved")
+        now = timezone.now()
+        trajectory = Trajectory.objects.create(
+            trajectory_id=uuid.uuid4(),
+            status=TrajectoryStatus.FINISHED,
+            task_ref=task_id,
+            task=task,
+            suite=task.suite if task else None,
+            task_version=task.version if task else "",
+            prompt=task.statement if task else "",
+            policy={
+                "kind": "hf",
+                "model": self.run.config.get("model", {}).get("base_model", ""),
+                "training_run": self.run.pk,
+            },
+            policy_kind="hf",
+            patch=str(event.get("patch") or "")[:TEXT_LIMIT],
+            final_reward=reward,
+            success=resolved if isinstance(resolved, bool) else None,
+            termination=Termination.SUBMITTED,
+            source=TrajectorySource.ONLINE,
+            step_count=min(len(steps), MAX_ROLLOUT_STEPS),
+            extra={
+                "training_run": self.run.pk,
+                "step": self._step(event),
+                "mode": str(event.get("mode") or "")[:32],
+                "completion": str(event.get("completion") or "")[:TEXT_LIMIT],
+                "breakdown": event.get("breakdown") if isinstance(event.get("breakdown"), dict) else {},
+                # The trainer's scorer's flags: evidence, not yet the reward service's verdict.
+                "flags": event.get("flags") if isinstance(event.get("flags"), list) else [],
+            },
+            created_at=now,
+        )
+        Step.objects.bulk_create(
+            Step(
+                trajectory=trajectory,
+                step=number,
+                action_type=str(raw.get("action_type") or "invalid")[:16],
+                action_input=raw.get("action_input"),
+                thought=str(raw.get("thought") or "")[:TEXT_LIMIT],
+                observation=str(raw.get("observation") or "")[:TEXT_LIMIT],
+            )
+            for number, raw in enumerate(steps[:MAX_ROLLOUT_STEPS], start=1)
+            if isinstance(raw, dict)
+        )
+
+    def on_done(self, event: dict[str, Any]) -> None:
+        self.done_status = str(event.get("status", ""))
+        self.done_error = str(event.get("error") or "")[:1000]
+
+    def log_tail(self) -> str:
+        return "\n".join(self.tail)
+
+
+def _claim(run_pk: int) -> TrainingRun | None:
+    # A job delivered again after its worker died finds the row running under that worker:
+    # that run is failed-and-resumable (by a person's choice), not silently started over.
+    fail_lost_runs(TrainingRun.objects.filter(pk=run_pk))
+    with transaction.atomic():
+        run = TrainingRun.objects.select_for_update().filter(pk=run_pk).first()
+        if run is None or run.status != RunStatus.QUEUED:
+            return None
+        run.status = RunStatus.RUNNING
+        run.worker = worker_name()
+        run.heartbeat_at = timezone.now()
+        run.started_at = run.started_at or run.heartbeat_at
+        run.save(update_fields=["status", "worker", "heartbeat_at", "started_at"])
+        publish_status(run)
+    return TrainingRun.objects.select_related("resume_from").get(pk=run_pk)
+
+
+def execute(run_pk: int) -> TrainingRun | None:
+    """Run a queued run to its end; None when it was not this call's to run."""
+    run = _claim(run_pk)
+    if run is None:
+        return None
+    follower = RunFollower(run)
+    try:
+        return _run_trainer(run, follower)
+    except Exception as exc:
+        # Never leave the row running behind a launcher that gave up.
+        logger.exception("training run %s: the launcher failed", run.pk)
+        _finish(run, follower, RunStatus.FAILED, f"launcher error: {type(exc).__name__}: {str(exc)[:300]}")
+        raise
+
+
+def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
+    directory = run_dir(run)
+    command = trainer_command(directory)
+    started = time.monotonic()
+    logger.info("training run %s started on %s: %s", run.pk, run.worker, " ".join(command))
+    try:
+        proc = subprocess.Popen(  # noqa: S603  (our own trainer module on our own run directory)
+            command,
+            cwd=settings.BASE_DIR,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            # Its own process group: cancel stops accelerate and every process it started.
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
+        )
+    except OSError as exc:
+        return _finish(run, follower, RunStatus.FAILED, f"could not start the trainer: {exc}")
+    TrainingRun.objects.filter(pk=run.pk).update(pgid=proc.pid)
+    stopped = _follow(run, proc, follower)
+    code = proc.wait()
+    logger.info("training run %s trainer exited with %s after %.1f s", run.pk, code, time.monotonic() - started)
+    if stopped:
+        return TrainingRun.objects.get(pk=run.pk)
+    if code == 0 and follower.done_status in ("", RunStatus.SUCCEEDED):
+        return _finish(run, follower, RunStatus.SUCCEEDED, "")
+    last = follower.done_error or next((line for line in reversed(follower.tail) if line.strip()), "")
+    return _finish(run, follower, RunStatus.FAILED, f"trainer exited with code {code}: {last[:300]}")
+
+
+def _follow(run: TrainingRun, proc: subprocess.Popen[bytes], follower: RunFollower) -> bool:
+    """Read both streams to their end; True when the row stopped being ours (cancelled, or
+    declared lost) and the trainer's group was stopped for that."""
+    lines: queue.Queue[Any] = queue.Queue()
+    assert proc.stdout is not None and proc.stderr is not None
+    readers = [
+        threading.Thread(target=_pump, args=(proc.stdout, "out", lines), daemon=True),
+        threading.Thread(target=_pump, args=(proc.stderr, "err", lines), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    open_streams, last_beat, stopped = 2, time.monotonic(), False
+    exited_at: float | None = None
+    while open_streams:
+        try:
+            source, text = lines.get(timeout=min(HEARTBEAT_SECONDS, DRAIN_SECONDS))
+        except queue.Empty:
+            source, text = "", None
+        if text is EOF:
+            open_streams -= 1
+        elif text is not None:
+            follower.line(source, text)
+        if exited_at is None and proc.poll() is not None:
+            exited_at = time.monotonic()
+        if exited_at is not None and text is None and time.monotonic() - exited_at >= DRAIN_SECONDS:
+            # The trainer is gone but something it started still holds its output open: what
+            # it left behind belongs to no run, so it is stopped with it.
+            stop_process_group(proc.pid, grace=DRAIN_SECONDS)
+            break
+        if not stopped and time.monotonic() - last_beat >= HEARTBEAT_SECONDS:
+            last_beat = time.monotonic()
+            if not _beat(run, follower):
+                stopped = True
+                stop_process_group(proc.pid)
+    if stopped:
+        TrainingRun.objects.filter(pk=run.pk).update(log_tail=follower.log_tail(), pgid=None)
+    return stopped
+
+
+def _beat(run: TrainingRun, follower: RunFollower) -> bool:
+    """Touch the heartbeat and keep the log tail; False when the row is no longer running here."""
+    touched = TrainingRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, worker=run.worker).update(
+        heartbeat_at=timezone.now(), log_tail=follower.log_tail()
+    )
+    return touched == 1
+
+
+def _finish(run: TrainingRun, follower: RunFollower, status: RunStatus, error: str) -> TrainingRun:
+    with transaction.atomic():
+        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+        locked.log_tail = follower.log_tail()
+        locked.pgid = None
+        fields = ["log_tail", "pgid"]
+        # A cancel that landed while the trainer was finishing keeps its word.
+        if locked.status == RunStatus.RUNNING:
+            locked.status, locked.error, locked.finished_at = status, error, timezone.now()
+            fields += ["status", "error", "finished_at"]
+            publish_status(locked)
+        locked.save(update_fields=fields)
+    logger.info("training run %s finished: %s %s", run.pk, locked.status, locked.error[:200])
+    return locked

@@ -1,0 +1,106 @@
+"""Pages for training runs: list and launch form, the run page (live charts), cancel, resume."""
+
+from __future__ import annotations
+
+from django import forms
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
+from core.permissions import role_required
+from core.roles import RESEARCHER, has_role
+from core.vocabulary import DEFAULT_BACKEND, TrainingKind
+from tasks.models import TaskSuite
+from training.config import MAX_CONFIG_BYTES, ConfigError
+from training.examples import example, examples
+from training.models import TrainingRun
+from training.run_queries import METRIC_PAGE, metric_rows, run_checkpoints, runs
+from training.services import RunError, cancel_run, create_run, fail_lost_runs, is_resumable, live_group, resume_run
+
+
+class LaunchForm(forms.Form):
+    config = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 22, "cols": 90, "spellcheck": "false"}),
+        max_length=MAX_CONFIG_BYTES,
+        initial=example(TrainingKind.SFT),
+        help_text="rl_config in YAML or JSON: kind, model, environment, rl, data, logging",
+    )
+
+
+def _list(request: HttpRequest, form: LaunchForm, errors: dict[str, str], status: int = 200) -> HttpResponse:
+    fail_lost_runs()
+    context = {"form": form, "runs": runs(), "errors": errors, "examples": examples()}
+    return render(request, "training/run_list.html", context, status=status)
+
+
+@role_required()
+def run_list(request: HttpRequest) -> HttpResponse:
+    form = LaunchForm(request.POST or None)
+    if request.method != "POST":
+        return _list(request, form, {})
+    if not has_role(request.user, RESEARCHER):
+        return _list(request, form, {"launch": "only researchers launch training runs"}, status=403)
+    if not form.is_valid():
+        return _list(request, form, {"config": form.errors.as_text()}, status=400)
+    try:
+        run = create_run(form.cleaned_data["config"], request.user)
+    except ConfigError as exc:
+        return _list(request, form, exc.errors, status=400)
+    except RunError as exc:
+        return _list(request, form, {"data": str(exc)}, status=400)
+    return redirect("training:run", run_id=run.pk)
+
+
+@role_required()
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    fail_lost_runs(TrainingRun.objects.filter(pk=run_id))
+    run = get_object_or_404(TrainingRun.objects.select_related("created_by", "resume_from"), pk=run_id)
+    context = {
+        "run": run,
+        "live_group": live_group(run),
+        "metrics": metric_rows(run),
+        "checkpoints": run_checkpoints(run),
+        "resumable": is_resumable(run),
+        "suites": TaskSuite.objects.order_by("name").values_list("name", flat=True),
+        "rollout": {
+            "sandbox": DEFAULT_BACKEND.value,
+            "temperature": TEMPERATURE_DEFAULT,
+            "max_steps": MAX_STEPS_DEFAULT,
+        },
+    }
+    return render(request, "training/run_detail.html", context)
+
+
+@role_required()
+def run_metrics(request: HttpRequest, run_id: int) -> JsonResponse:
+    """Metric rows after ?after=<step>: what a page missed while its socket was down."""
+    run = get_object_or_404(TrainingRun, pk=run_id)
+    try:
+        after = int(request.GET.get("after", "0"))
+    except ValueError:
+        return JsonResponse({"error": "after must be an integer"}, status=400)
+    rows = metric_rows(run, after=after)
+    return JsonResponse({"status": run.status, "metrics": rows, "limit": METRIC_PAGE})
+
+
+@require_POST
+@role_required(RESEARCHER)
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(TrainingRun, pk=run_id)
+    try:
+        cancel_run(run, request.user)
+    except RunError as exc:
+        return HttpResponse(str(exc), status=409, content_type="text/plain")
+    return redirect("training:run", run_id=run.pk)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(TrainingRun, pk=run_id)
+    try:
+        resume_run(run, request.user)
+    except RunError as exc:
+        return HttpResponse(str(exc), status=409, content_type="text/plain")
+    return redirect("training:run", run_id=run.pk)

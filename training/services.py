@@ -1,0 +1,273 @@
+"""Verbs on training runs: create (validate, prepare data, enqueue), cancel, resume, fail the lost.
+
+A run's row moves queued → running → succeeded | failed | cancelled. The `training.launcher`
+moves it while its trainer subprocess lives; these verbs are what a person (page, API,
+command) does to it, and what a page load does to a run whose worker died.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import psutil
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import User as AuthUser
+from django.db import transaction
+from django.utils import timezone
+
+from core.live import group_name, publish_on_commit
+from core.vocabulary import LiveGroup, RunStatus
+from training import data
+from training.config import RunConfig, check, config_hash, parse
+from training.models import Checkpoint, TrainingRun
+
+logger = logging.getLogger(__name__)
+
+# A running job touches its row this often; a row untouched for STALE_AFTER has lost its worker.
+HEARTBEAT_SECONDS = float(os.environ.get("CRUCIBLE_TRAINING_HEARTBEAT_S", "5"))
+STALE_AFTER = timedelta(seconds=float(os.environ.get("CRUCIBLE_TRAINING_STALE_S", "120")))
+CANCEL_GRACE_SECONDS = 10.0
+FINISHED = (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+
+User = AbstractBaseUser | AnonymousUser | None
+
+
+class RunError(ValueError):
+    pass
+
+
+def runs_root() -> Path:
+    return Path(settings.VAR_DIR) / "training" / "runs"
+
+
+def run_dir(run: TrainingRun) -> Path:
+    return runs_root() / str(run.pk)
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def live_group(run: TrainingRun | int) -> str:
+    return group_name(LiveGroup.RUN, run.pk if isinstance(run, TrainingRun) else run)
+
+
+def publish_status(run: TrainingRun) -> None:
+    publish_on_commit(
+        live_group(run), {"kind": "status", "status": run.status, "error": run.error[:500], "run_id": run.pk}
+    )
+
+
+def create_run(text_or_config: str | dict[str, Any], user: User = None, *, enqueue: bool = True) -> TrainingRun:
+    """Check a config, write its run directory (config.json, train.jsonl) and queue the run.
+
+    Raises training.config.ConfigError (one message per field) or RunError; on error nothing
+    is left behind: no row, no directory.
+    """
+    raw = parse(text_or_config) if isinstance(text_or_config, str) else dict(text_or_config)
+    checked = check(raw)
+    with transaction.atomic():
+        run = TrainingRun.objects.create(
+            name=checked.name,
+            kind=checked.kind,
+            config=checked.config,
+            config_hash=config_hash(checked.config),
+            created_by=user if isinstance(user, AuthUser) and user.pk else None,
+        )
+        directory = run_dir(run)
+        try:
+            train = data.prepare(checked.kind, directory, checked.training_set, checked.train_file)
+        except (data.DataError, OSError) as exc:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise RunError(f"data: {exc}") from None
+        run.output_dir = str(directory / "output")
+        run.dataset, run.dataset_hash = train.dataset, train.sha256
+        run.save(update_fields=["output_dir", "dataset", "dataset_hash"])
+        write_config(run, checked, train)
+        if enqueue:
+            # The job must find the committed row.
+            transaction.on_commit(lambda: enqueue_run(run.pk))
+    logger.info(
+        "training run %s (%s) created by user %s: %d rows of %s",
+        run.pk,
+        run.kind,
+        getattr(user, "pk", None),
+        train.rows,
+        train.dataset,
+    )
+    return run
+
+
+def write_config(run: TrainingRun, checked: RunConfig | None = None, train: data.TrainData | None = None) -> Path:
+    """`<run_dir>/config.json`: what the trainer subprocess reads (absolute paths, no database)."""
+    directory = run_dir(run)
+    config = dict(run.config)
+    config["data"] = {**config.get("data", {}), "train_file": str(directory / "train.jsonl")}
+    config["data"].pop("training_set", None)
+    config["output_dir"] = run.output_dir
+    config["run_id"] = run.pk
+    if run.resume_from is not None:
+        # Resuming starts from the last checkpoint's weights for the steps still to do; the
+        # launcher adds `step` to what the trainer reports, so the run's steps run on.
+        done = run.resume_from.step
+        config["model"] = {**config["model"], "base_model": run.resume_from.path}
+        config["rl"] = {**config["rl"], "max_steps": max(1, int(config["rl"]["max_steps"]) - done)}
+        config["resume"] = {"checkpoint_id": run.resume_from.pk, "step": done}
+    path = directory / "config.json"
+    path.write_text(json.dumps(config, indent=2, sort_keys=True))
+    return path
+
+
+def enqueue_run(run_pk: int) -> None:
+    from training.jobs import run_training_job
+
+    run_training_job.delay(run_pk)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        logger.warning("not allowed to signal process group %s", pgid)
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if os.getpgid(proc.info["pid"]) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
+def stop_process_group(pgid: int, grace: float = CANCEL_GRACE_SECONDS) -> None:
+    """SIGTERM the whole group (accelerate and every trainer process under it), SIGKILL what is
+    still there after `grace` seconds."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.1)
+    logger.warning("process group %s outlived SIGTERM by %.0f s; killing it", pgid, grace)
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _on_this_host(run: TrainingRun) -> bool:
+    return bool(run.worker) and run.worker.rsplit(":", 1)[0] == socket.gethostname()
+
+
+def _stop_local_group(run: TrainingRun, grace: float) -> None:
+    # A pgid means something only on the host that recorded it; elsewhere the job's own loop
+    # sees the row change and stops its group.
+    if run.pgid and _on_this_host(run):
+        stop_process_group(run.pgid, grace)
+
+
+def cancel_run(run: TrainingRun, user: User = None, grace: float = CANCEL_GRACE_SECONDS) -> TrainingRun:
+    who = getattr(user, "username", "") or "someone"
+    with transaction.atomic():
+        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status in FINISHED:
+            raise RunError(f"run {run.pk} is already {locked.status}")
+        locked.status = RunStatus.CANCELLED
+        locked.error = f"cancelled by {who}"
+        locked.finished_at = timezone.now()
+        locked.save(update_fields=["status", "error", "finished_at"])
+        publish_status(locked)
+    _stop_local_group(locked, grace)
+    logger.info("training run %s cancelled by %s", run.pk, who)
+    return locked
+
+
+def last_checkpoint(run: TrainingRun) -> Checkpoint | None:
+    return run.checkpoints.order_by("-step", "-id").first()
+
+
+def is_resumable(run: TrainingRun) -> bool:
+    return run.status == RunStatus.FAILED and run.checkpoints.exists()
+
+
+def resume_run(run: TrainingRun, user: User = None, *, enqueue: bool = True) -> TrainingRun:
+    """Queue a failed run again from its last checkpoint, for the steps it had left."""
+    with transaction.atomic():
+        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+        checkpoint = last_checkpoint(locked)
+        if locked.status != RunStatus.FAILED or checkpoint is None:
+            raise RunError(f"run {run.pk} is {locked.status} with no checkpoint to resume from")
+        locked.status = RunStatus.QUEUED
+        locked.resume_from = checkpoint
+        locked.error = ""
+        locked.pgid = None
+        locked.worker = ""
+        locked.heartbeat_at = None
+        locked.finished_at = None
+        locked.save(update_fields=["status", "resume_from", "error", "pgid", "worker", "heartbeat_at", "finished_at"])
+        write_config(locked)
+        publish_status(locked)
+        if enqueue:
+            transaction.on_commit(lambda: enqueue_run(locked.pk))
+    logger.info(
+        "training run %s resumed from checkpoint %s (step %s) by user %s",
+        run.pk,
+        checkpoint.pk,
+        checkpoint.step,
+        getattr(user, "pk", None),
+    )
+    return locked
+
+
+def _worker_gone(run: TrainingRun, now: Any) -> bool:
+    if run.heartbeat_at is None or now - run.heartbeat_at > STALE_AFTER:
+        return True
+    if _on_this_host(run):
+        pid = run.worker.rsplit(":", 1)[1]
+        return pid.isdigit() and not psutil.pid_exists(int(pid))
+    return False
+
+
+def fail_lost_runs(runs: Any = None) -> list[int]:
+    """Running rows whose worker is gone (stale heartbeat, or a dead process on this host) become
+    failed, and resumable from their last checkpoint; their trainer, if still here, is stopped.
+    Called on page loads, at job start and while a command waits: never "running" forever."""
+    now = timezone.now()
+    candidates = (runs if runs is not None else TrainingRun.objects).filter(status=RunStatus.RUNNING)
+    failed: list[int] = []
+    for run in candidates.only("pk", "worker", "heartbeat_at", "pgid", "status"):
+        if _worker_gone(run, now):
+            failed.append(run.pk)
+            mark_lost(run, f"worker {run.worker or '?'} stopped answering")
+    return failed
+
+
+def mark_lost(run: TrainingRun, why: str) -> None:
+    with transaction.atomic():
+        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status != RunStatus.RUNNING:
+            return
+        resumable = locked.checkpoints.exists()
+        locked.status = RunStatus.FAILED
+        locked.error = f"{why}; " + (
+            "resumable from its last checkpoint" if resumable else "no checkpoint to resume from"
+        )
+        locked.finished_at = timezone.now()
+        locked.save(update_fields=["status", "error", "finished_at"])
+        publish_status(locked)
+    _stop_local_group(locked, grace=2.0)
+    logger.warning("training run %s failed: %s", run.pk, locked.error)

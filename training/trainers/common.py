@@ -1,0 +1,379 @@
+"""What every trainer shares: the run directory's config, events on stdout, loading, checkpoints.
+
+Plain Python, no Django and no database: this runs under `accelerate launch` on a GPU host.
+The launcher reads stdout line by line; a line that parses as a JSON object with an "event"
+is a record (metric, checkpoint, rollout, done), anything else is log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from transformers import TrainerCallback
+
+if TYPE_CHECKING:
+    from transformers import TrainerControl, TrainerState, TrainingArguments
+
+KINDS = ("sft", "reward", "dpo", "grpo")
+GRPO_MODES = ("single_turn", "agent")
+# A JSONL row bigger than this is a broken export, not a conversation (the limit bounds memory).
+MAX_ROW_BYTES = 16 * 1024 * 1024
+MAX_ROWS = 1_000_000
+# Saved configs must not claim a quantisation the weights no longer have (seed §6.3 load_in_4bit).
+DROPPED_CONFIG_KEYS = ("quantization_config",)
+# Trainer log keys -> the names the run page and the database use.
+METRIC_NAMES = {
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "reward": "reward_mean",
+    "reward_std": "reward_std",
+    "kl": "kl",
+    "rewards/accuracies": "accuracy",
+    "rewards/margins": "margin",
+    "accuracy": "accuracy",
+    "margin": "margin",
+    "entropy": "entropy",
+    "mean_token_accuracy": "token_accuracy",
+}
+# The summary Trainer logs once at the end (it alone has train_loss); it is not a training step.
+SUMMARY_KEY = "train_loss"
+# Bookkeeping the Trainer adds to every log; the events carry their own rates.
+SKIPPED_KEYS = frozenset({"epoch", "train_runtime", "train_tokens_per_second", "num_input_tokens_seen", "num_tokens"})
+
+_emit_lock = threading.Lock()
+
+
+class TrainerError(RuntimeError):
+    """A run that cannot go on: bad config, unreadable data, a model that does not load."""
+
+
+def emit(record: dict[str, Any], stream: TextIO | None = None, every_rank: bool = False) -> None:
+    """One event as one line; the launcher parses it. Reward functions may run on threads.
+
+    Under several processes only the main one reports metrics and checkpoints (it alone saves);
+    rollouts happen on every process, so each reports its own (`every_rank`).
+    """
+    if not every_rank and os.environ.get("RANK", "0") != "0":
+        return
+    line = json.dumps(record, default=str, allow_nan=False)
+    with _emit_lock:
+        out = stream or sys.stdout
+        out.write(line + "\n")
+        out.flush()
+
+
+def log(message: str) -> None:
+    """A log line: on stderr so it can never be mistaken for an event."""
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass
+class TrainerConfig:
+    kind: str
+    base_model: Path
+    train_file: Path
+    output_dir: Path
+    max_steps: int = 10
+    batch_size: int = 2
+    gradient_accumulation_steps: int = 1
+    learning_rate: float = 1e-5
+    kl_coef: float = 0.05
+    max_length: int = 1024
+    max_new_tokens: int = 64
+    num_generations: int = 2
+    temperature: float = 1.0
+    seed: int = 0
+    save_every_steps: int = 0  # 0: only the final checkpoint
+    mode: str = "single_turn"
+    environment: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def sandbox_backend(self) -> str:
+        value = self.environment.get("sandbox_type") or self.environment.get("backend") or ""
+        return str(value)
+
+
+def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
+    value = raw.get(name) or {}
+    if not isinstance(value, dict):
+        raise TrainerError(f"config.{name} must be a mapping")
+    return value
+
+
+def _int(section: dict[str, Any], key: str, default: int, where: str, minimum: int = 1) -> int:
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise TrainerError(f"config.{where}.{key} must be an integer >= {minimum}, not {value!r}")
+    return value
+
+
+def _float(section: dict[str, Any], key: str, default: float, where: str) -> float:
+    value = section.get(key, default)
+    try:
+        number = float(value)  # YAML 1.1 reads 1e-6 as a string
+    except (TypeError, ValueError):
+        raise TrainerError(f"config.{where}.{key} must be a number, not {value!r}") from None
+    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
+        raise TrainerError(f"config.{where}.{key} must be a finite number >= 0, not {value!r}")
+    return number
+
+
+def _path(value: Any, where: str, *, directory: bool) -> Path:
+    if not isinstance(value, str) or not value.strip():
+        raise TrainerError(f"config.{where} is missing")
+    path = Path(value).expanduser()
+    if directory and not (path / "config.json").is_file():
+        raise TrainerError(f"config.{where}: {value!r} is not a model directory with a config.json")
+    if not directory and not path.is_file():
+        raise TrainerError(f"config.{where}: no such file {value!r}")
+    return path.resolve()
+
+
+def read_config(run_dir: Path) -> TrainerConfig:
+    """The run directory's config.json, checked again here: the file may come from anywhere."""
+    source = run_dir / "config.json"
+    try:
+        raw = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise TrainerError(f"cannot read {source}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise TrainerError(f"{source} must hold a JSON object")
+    kind = raw.get("kind")
+    if kind not in KINDS:
+        raise TrainerError(f"config.kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    model, rl, data = _section(raw, "model"), _section(raw, "rl"), _section(raw, "data")
+    logging_, environment = _section(raw, "logging"), _section(raw, "environment")
+    mode = environment.get("mode", "single_turn")
+    if mode not in GRPO_MODES:
+        raise TrainerError(f"config.environment.mode must be one of {', '.join(GRPO_MODES)}, not {mode!r}")
+    output = raw.get("output_dir") or str(run_dir / "output")
+    config = TrainerConfig(
+        kind=kind,
+        base_model=_path(model.get("base_model"), "model.base_model", directory=True),
+        train_file=_path(data.get("train_file"), "data.train_file", directory=False),
+        output_dir=Path(str(output)).expanduser().resolve(),
+        max_steps=_int(rl, "max_steps", 10, "rl"),
+        batch_size=_int(rl, "batch_size", 2, "rl"),
+        gradient_accumulation_steps=_int(rl, "gradient_accumulation_steps", 1, "rl"),
+        learning_rate=_float(rl, "learning_rate", 1e-5, "rl"),
+        kl_coef=_float(rl, "kl_coef", 0.05, "rl"),
+        max_length=_int(rl, "max_length", 1024, "rl", minimum=16),
+        max_new_tokens=_int(rl, "max_new_tokens", 64, "rl"),
+        num_generations=_int(rl, "num_generations", 2, "rl", minimum=2 if kind == "grpo" else 1),
+        temperature=_float(rl, "temperature", 1.0, "rl"),
+        seed=_int(rl, "seed", 0, "rl", minimum=0),
+        save_every_steps=_int(logging_, "save_every_steps", 0, "logging", minimum=0),
+        mode=str(mode),
+        environment=environment,
+        raw=raw,
+    )
+    if kind == "grpo" and config.batch_size % config.num_generations:
+        raise TrainerError(
+            f"config.rl.batch_size ({config.batch_size}) must be a multiple of rl.num_generations "
+            f"({config.num_generations}): GRPO compares the generations of one prompt within a batch"
+        )
+    return config
+
+
+def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The rows of a data file, each checked for the columns its trainer needs."""
+    rows: list[dict[str, Any]] = []
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            if len(line) > MAX_ROW_BYTES:
+                raise TrainerError(f"{path.name} line {number}: longer than {MAX_ROW_BYTES // 2**20} MiB")
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise TrainerError(f"{path.name} line {number}: not JSON ({exc})") from None
+            if not isinstance(row, dict):
+                raise TrainerError(f"{path.name} line {number}: not a JSON object")
+            missing = [key for key in required if key not in row]
+            if missing:
+                raise TrainerError(f"{path.name} line {number}: missing {', '.join(missing)}")
+            rows.append(row)
+            if len(rows) > MAX_ROWS:
+                raise TrainerError(f"{path.name}: more than {MAX_ROWS} rows")
+    if not rows:
+        raise TrainerError(f"{path.name} has no rows")
+    return rows
+
+
+def load_tokenizer(path: Path) -> Any:
+    """The tokenizer with the tool-call chat template the `hf` policy renders prompts with."""
+    from transformers import AutoTokenizer
+
+    from trajectories.policies.chat import load_tool_template, template_supports_tools
+
+    tokenizer = AutoTokenizer.from_pretrained(str(path))
+    template = tokenizer.chat_template
+    # Training must see the same dialect the policy is spoken to in; and the {% generation %}
+    # markers in our template are what lets assistant-only loss mask tool observations out.
+    if not template_supports_tools(template) or "generation" not in str(template):
+        tokenizer.chat_template = load_tool_template()
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def torch_dtype(config: TrainerConfig) -> Any:
+    import torch
+
+    name = str(config.raw.get("model", {}).get("torch_dtype") or "float32")
+    if name == "auto":
+        return torch.bfloat16 if torch.cuda.is_available() else torch.float32
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise TrainerError(f"config.model.torch_dtype: unknown dtype {name!r}")
+    return dtype
+
+
+def training_arguments(config: TrainerConfig) -> dict[str, Any]:
+    """The TrainingArguments every kind shares, from the guide's rl section."""
+    import torch
+
+    save = config.save_every_steps
+    return {
+        "output_dir": str(config.output_dir),
+        "max_steps": config.max_steps,
+        "per_device_train_batch_size": config.batch_size,
+        "gradient_accumulation_steps": config.gradient_accumulation_steps,
+        "learning_rate": config.learning_rate,
+        "lr_scheduler_type": "constant",
+        "seed": config.seed,
+        "logging_steps": 1,
+        "include_num_input_tokens_seen": True,
+        # Steps save checkpoints (weights + tokenizer, no optimizer state: a 135M model's Adam state is
+        # twice its size); the DefaultFlowCallback saves the last step too.
+        "save_strategy": "steps",
+        "save_steps": save if save > 0 else config.max_steps,
+        "save_only_model": True,
+        "report_to": [],
+        "disable_tqdm": True,
+        "use_cpu": not torch.cuda.is_available(),
+        # Recomputing activations saves GPU memory on big models; on a CPU it only costs time.
+        "gradient_checkpointing": torch.cuda.is_available(),
+        "dataloader_num_workers": 0,
+        "remove_unused_columns": False,
+    }
+
+
+def clean_checkpoint(path: Path) -> None:
+    """Make a saved directory a plain from_pretrained checkpoint."""
+    config_file = path / "config.json"
+    try:
+        saved = json.loads(config_file.read_text())
+    except (OSError, ValueError):
+        return
+    if any(key in saved for key in DROPPED_CONFIG_KEYS):
+        for key in DROPPED_CONFIG_KEYS:
+            saved.pop(key, None)
+        config_file.write_text(json.dumps(saved, indent=2) + "\n")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+class EventCallback(TrainerCallback):
+    """Turns the Trainer's logs and saves into metric and checkpoint events."""
+
+    def __init__(self, checkpoint_kind: str, extra: dict[str, float] | None = None) -> None:
+        self.checkpoint_kind = checkpoint_kind
+        self.extra = dict(extra or {})  # values every metric event carries (dropped_for_length)
+        self.latest: dict[str, float] = {}
+        self.saved_steps: set[int] = set()
+        self._clock = time.monotonic()
+        self._last_step = 0
+        self._last_tokens = 0
+
+    def add_values(self, values: dict[str, float]) -> None:
+        """Values measured outside the Trainer (pairs dropped for length), sent with every metric."""
+        self.extra.update(values)
+
+    def on_train_begin(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any) -> None:
+        self._clock = time.monotonic()
+        self._last_step = state.global_step
+        self._last_tokens = int(state.num_input_tokens_seen or 0)
+
+    def on_log(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> None:
+        logs = logs or {}
+        if SUMMARY_KEY in logs:
+            return
+        values: dict[str, float] = {}
+        for key, value in logs.items():
+            number = _number(value)
+            if number is None or key in SKIPPED_KEYS:
+                continue
+            values[METRIC_NAMES.get(key, key.replace("/", "_"))] = number
+        now = time.monotonic()
+        elapsed = max(now - self._clock, 1e-9)
+        steps = state.global_step - self._last_step
+        # GRPO keeps its own running token count; the other trainers count input tokens in the state.
+        tokens = int(_number(logs.get("num_tokens")) or state.num_input_tokens_seen or 0)
+        if tokens > self._last_tokens:
+            values["tokens_per_s"] = round((tokens - self._last_tokens) / elapsed, 3)
+        if steps > 0:
+            values["steps_per_min"] = round(steps * 60.0 / elapsed, 3)
+        self._clock, self._last_step, self._last_tokens = now, state.global_step, tokens
+        values.update(self.extra)
+        self.latest.update(values)
+        emit({"event": "metric", "step": state.global_step, "values": values})
+
+    def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any) -> None:
+        path = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"
+        if not state.is_world_process_zero or not path.is_dir() or state.global_step in self.saved_steps:
+            return
+        clean_checkpoint(path)
+        self.saved_steps.add(state.global_step)
+        emit(
+            {
+                "event": "checkpoint",
+                "step": state.global_step,
+                "path": str(path.resolve()),
+                "kind": self.checkpoint_kind,
+                "metrics": dict(self.latest),
+            }
+        )
+
+
+def finish_setup(trainer: Any) -> None:
+    """The Trainer's own printer would repeat every metric event as a Python dict on stdout."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+
+
+def quiet_libraries() -> None:
+    """Progress bars and advisory warnings are noise in a run's log tail."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    from datasets.utils.logging import disable_progress_bar as datasets_quiet
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    datasets_quiet()

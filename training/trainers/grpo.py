@@ -1,0 +1,150 @@
+"""Online RL (seed §4.2, §6.3): GRPO whose reward is Crucible's verified reward.
+
+Two modes (`environment.mode`):
+- single_turn: the model is shown the statement and the files the task is about and writes a
+  unified diff; the diff is scored like any trajectory's patch.
+- agent: TRL's `environment_factory` runs a multi-turn episode through the sandbox tools (the
+  `hf` policy's tools); the episode's diff is scored when it ends.
+Every generation is reported as a rollout event with its reward and breakdown, so the launcher
+can store it as a trajectory of the run. rl.kl_coef is GRPO's beta.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from core.vocabulary import Termination
+from training.trainers.common import (
+    EventCallback,
+    TrainerConfig,
+    TrainerError,
+    emit,
+    finish_setup,
+    load_tokenizer,
+    log,
+    read_jsonl,
+    torch_dtype,
+    training_arguments,
+)
+from training.trainers.grpo_env import (
+    CrucibleEnv,
+    Scorer,
+    completion_steps,
+    completion_text,
+    extract_patch,
+    single_turn_prompt,
+    statement_of,
+    tool_call_validity,
+)
+from trajectories.agent import SYSTEM_PROMPT
+
+GRPO_KEYS = ("prompt", "task_id", "task_dir")
+
+
+def grpo_rows(config: TrainerConfig, scorer: Scorer) -> list[dict[str, Any]]:
+    rows = []
+    for number, row in enumerate(read_jsonl(config.train_file, GRPO_KEYS), start=1):
+        task_dir = str(row["task_dir"])
+        try:
+            scorer.task(task_dir)  # a bad directory fails now, not after the first generation
+        except TrainerError as exc:
+            raise TrainerError(f"row {number}: {exc}") from None
+        statement = statement_of(row["prompt"])
+        if config.mode == "single_turn":
+            prompt = single_turn_prompt(statement, task_dir)
+        else:
+            prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": statement}]
+        rows.append({"prompt": prompt, "task_id": str(row["task_id"]), "task_dir": task_dir})
+    return rows
+
+
+def _rollout(task_id: str, mode: str, completion: Any, patch: str, score: Any) -> float:
+    reward = float(score.reward) if score is not None else 0.0
+    emit(
+        {
+            "event": "rollout",
+            "task_id": task_id,
+            "mode": mode,
+            "completion": completion_text(completion),
+            # Agent episodes as steps, so the launcher can store them as trajectories of the run.
+            "steps": completion_steps(completion) if mode == "agent" else [],
+            "patch": patch,
+            "reward": reward,
+            "resolved": bool(score.resolved) if score is not None else False,
+            "breakdown": score.breakdown if score is not None else {},
+            "flags": [f.to_json() for f in score.flags] if score is not None else [],
+        },
+        every_rank=True,
+    )
+    return reward
+
+
+def reward_function(scorer: Scorer, mode: str) -> Callable[..., list[float]]:
+    def crucible_verified_reward(
+        prompts: list[Any], completions: list[Any], task_id: list[str], task_dir: list[str], **kwargs: Any
+    ) -> list[float]:
+        rewards: list[float] = []
+        valid = turns = 0
+        environments = kwargs.get("environments") or []
+        for index, completion in enumerate(completions):
+            if mode == "agent" and index < len(environments):
+                patch, score = environments[index]._finish()
+                ok, seen = tool_call_validity(completion)
+                valid, turns = valid + ok, turns + seen
+            else:
+                patch = extract_patch(completion_text(completion))
+                # An answer with no diff is an empty patch: scored, never skipped (it must not look neutral).
+                score = scorer.score(task_dir[index], patch, Termination.SUBMITTED)
+            rewards.append(_rollout(task_id[index], mode, completion, patch, score))
+        log_metric = kwargs.get("log_metric")
+        if mode == "agent" and turns and callable(log_metric):
+            log_metric("tool_call_validity", valid / turns)
+        return rewards
+
+    return crucible_verified_reward
+
+
+def train(config: TrainerConfig) -> None:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import qwen3_template
+
+    scorer = Scorer(backend=config.sandbox_backend or Scorer.backend)
+    rows = grpo_rows(config, scorer)
+    tokenizer = load_tokenizer(config.base_model)
+    tokenizer.padding_side = "left"
+    agent = config.mode == "agent"
+    if agent:
+        # Our template is Qwen2.5's tool-call convention; TRL reads calls back with Qwen's parser.
+        tokenizer.response_template = qwen3_template
+        CrucibleEnv.scorer = scorer
+        CrucibleEnv.command_timeout = float(config.environment.get("timeout_seconds", 60) or 60)
+    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
+    shared = training_arguments(config)
+    shared["include_num_input_tokens_seen"] = False  # GRPO counts its own tokens (num_tokens)
+    args = GRPOConfig(
+        **shared,
+        num_generations=config.num_generations,
+        max_completion_length=config.max_new_tokens,
+        temperature=config.temperature or 1.0,
+        beta=config.kl_coef,
+        max_tool_calling_iterations=int(config.environment.get("max_steps", 30)) if agent else None,
+        log_completions=False,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=[reward_function(scorer, config.mode)],  # type: ignore[list-item]  # never returns None
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[EventCallback("policy")],
+        environment_factory=CrucibleEnv if agent else None,
+    )
+    finish_setup(trainer)
+    log(f"grpo ({config.mode}): {len(rows)} prompts, {config.num_generations} generations each")
+    try:
+        trainer.train()
+    finally:
+        CrucibleEnv.close_all()

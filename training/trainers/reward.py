@@ -1,0 +1,52 @@
+"""A reward model from people's preferences (seed §5.4): TRL's RewardTrainer on a preference export.
+
+The checkpoint is a sequence classifier with one output (`num_labels=1`): the score a reward
+spec can weigh in as one component. Pairs longer than rl.max_length are dropped by TRL and
+reported as the `dropped_for_length` metric, so a researcher sees how much of the data trained.
+"""
+
+from __future__ import annotations
+
+from datasets import Dataset
+
+from training.trainers.common import (
+    EventCallback,
+    TrainerConfig,
+    TrainerError,
+    finish_setup,
+    load_tokenizer,
+    log,
+    torch_dtype,
+    training_arguments,
+)
+from training.trainers.preferences import preference_rows
+
+
+def train(config: TrainerConfig) -> None:
+    from transformers import AutoModelForSequenceClassification
+    from trl import RewardConfig, RewardTrainer
+
+    rows = preference_rows(config.train_file)
+    tokenizer = load_tokenizer(config.base_model)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        str(config.base_model), num_labels=1, dtype=torch_dtype(config)
+    )
+    # Batches of pairs are padded; the classifier finds each sequence's last token by the pad id.
+    model.config.pad_token_id = tokenizer.pad_token_id
+    args = RewardConfig(**training_arguments(config), max_length=config.max_length)
+    callback = EventCallback("reward")
+    trainer = RewardTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
+    finish_setup(trainer)
+    dropped = len(rows) - len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset here, not a stream
+    if dropped == len(rows):
+        raise TrainerError(f"every one of the {len(rows)} pairs is longer than rl.max_length ({config.max_length})")
+    if dropped:
+        log(f"reward: dropped {dropped} of {len(rows)} pairs longer than {config.max_length} tokens")
+    callback.add_values({"dropped_for_length": float(dropped), "pairs": float(len(rows) - dropped)})
+    trainer.train()

@@ -1,0 +1,101 @@
+"""Rejection-sampling fine-tuning (seed §4.2): SFT on verified successful trajectories.
+
+Each row is one trajectory as the chat the agent had (`trajectories.conversation`), rendered with
+the same tool-call template the `hf` policy prompts with. Loss only on the assistant's tokens:
+the template's `{% generation %}` markers cover the assistant turns, so the system prompt, the
+task statement and every tool observation are masked out.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from training.trainers.common import (
+    EventCallback,
+    TrainerConfig,
+    TrainerError,
+    finish_setup,
+    load_tokenizer,
+    log,
+    read_jsonl,
+    torch_dtype,
+    training_arguments,
+)
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+def sft_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Conversations in the shape SFTTrainer reads; tools kept as JSON text so every row has one type."""
+    out = []
+    for number, row in enumerate(rows, start=1):
+        messages = row["messages"]
+        if not isinstance(messages, list) or not messages:
+            raise TrainerError(f"row {number}: messages must be a non-empty list")
+        for message in messages:
+            if not isinstance(message, dict) or message.get("role") not in ROLES:
+                raise TrainerError(f"row {number}: every message needs a role in {', '.join(sorted(ROLES))}")
+        if not any(m["role"] == "assistant" for m in messages):
+            raise TrainerError(f"row {number}: no assistant message to learn from")
+        tools = row.get("tools") or []
+        out.append({"messages": [plain_message(m) for m in messages], "tools": json.dumps(tools)})
+    return out
+
+
+def plain_message(message: dict[str, Any]) -> dict[str, Any]:
+    """One schema for every message (Arrow needs it): absent fields become None or empty."""
+    calls = []
+    for call in message.get("tool_calls") or []:
+        fn = call.get("function", call)
+        arguments = fn.get("arguments", {})
+        calls.append(
+            {
+                "id": str(call.get("id", "")),
+                "type": "function",
+                # A JSON string, as OpenAI sends it: the template writes it verbatim.
+                "function": {
+                    "name": str(fn.get("name", "")),
+                    "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                },
+            }
+        )
+    return {
+        "role": message["role"],
+        "content": str(message.get("content") or ""),
+        "tool_calls": calls or None,
+        "tool_call_id": message.get("tool_call_id"),
+        "name": message.get("name"),
+    }
+
+
+def train(config: TrainerConfig) -> None:
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM
+    from trl import SFTConfig, SFTTrainer
+
+    rows = sft_rows(read_jsonl(config.train_file, ("messages",)))
+    tokenizer = load_tokenizer(config.base_model)
+    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
+    args = SFTConfig(
+        **training_arguments(config),
+        max_length=config.max_length,
+        # Keep the start: the first turns are where the task and the first tool calls are.
+        truncation_mode="keep_start",
+        assistant_only_loss=True,
+        packing=False,
+    )
+    callback = EventCallback("policy")
+    trainer = SFTTrainer(
+        model=model,
+        args=args,
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
+    finish_setup(trainer)
+    kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset here, not a stream
+    if kept < len(rows):
+        log(f"sft: {len(rows) - kept} of {len(rows)} conversations had no assistant token within max_length")
+    callback.add_values({"dropped_for_length": float(len(rows) - kept)})
+    trainer.train()
