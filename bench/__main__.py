@@ -12,7 +12,18 @@ import sys
 import time
 from pathlib import Path
 
-from bench import jsonl_io, review_pages, rollouts, sandbox_start, score_patch, validation
+from bench import (
+    compare_page,
+    jsonl_io,
+    learning,
+    model_speed,
+    review_pages,
+    rollouts,
+    sandbox_start,
+    score_patch,
+    training_wrapper,
+    validation,
+)
 
 BENCHES = {
     "sandbox_start": sandbox_start.run,
@@ -20,7 +31,11 @@ BENCHES = {
     "validation": validation.run,
     "rollouts": rollouts.run,
     "review_pages": review_pages.run,
+    "compare_page": compare_page.run,
     "jsonl_io": jsonl_io.run,
+    "learning": learning.run,
+    "model_speed": model_speed.run,
+    "training_wrapper": training_wrapper.run,
 }
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 

@@ -152,11 +152,19 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ALWAYS_EAGER = envbool("CELERY_TASK_ALWAYS_EAGER", False)
+# A Redis restart must not stop the pipeline: workers wait for Redis however long it is away
+# (webapp.celery.RedisChannel keeps them alive meanwhile), and a job that ends while Redis is
+# away stores its result once Redis is back instead of failing.
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_RESULT_BACKEND_ALWAYS_RETRY = True
+CELERY_RESULT_BACKEND_MAX_RETRIES = 30
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated API client then gets 401 with a
         # WWW-Authenticate header rather than a bare 403.
+        "core.auth.ApiTokenAuthentication",  # hashed keys made on /profile/
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
