@@ -56,8 +56,27 @@ def unregister_pair_scorer(name: str) -> None:
     _scorers.pop(name, None)
 
 
+# Providers name scorers that come and go (a reward-model checkpoint saved after start-up).
+ScorerProvider = Callable[[], dict[str, PairScorer]]
+_providers: list[ScorerProvider] = []
+
+
+def register_scorer_provider(fn: ScorerProvider) -> None:
+    """Add a source of scorers asked afresh at every report (e.g. one per reward-model checkpoint)."""
+    if fn not in _providers:
+        _providers.append(fn)
+
+
 def pair_scorers() -> dict[str, PairScorer]:
-    return dict(_scorers)
+    out = dict(_scorers)
+    for provider in _providers:
+        try:
+            out.update(provider())
+        except Exception:
+            # The report must still show people and the verified reward when, say, the
+            # checkpoint table cannot be read.
+            logger.exception("pair scorer provider %r failed", provider)
+    return out
 
 
 def verified_reward_difference(comparison: Comparison) -> float | None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from annotation.agreement_report import register_scorer_provider
 from annotation.pairs import TRAINING_SET, register_source
 from training.models import TrainingSet
+from training.reward_scorers import reward_model_scorers
 
 
 def training_set_trajectories(name: str) -> list[str]:
@@ -23,3 +25,5 @@ def training_set_trajectories(name: str) -> list[str]:
 def connect() -> None:
     # make_pairs --training-set NAME draws pairs from a frozen training set's trajectories.
     register_source(TRAINING_SET, training_set_trajectories)
+    # The agreement report compares people with each reward-model checkpoint too.
+    register_scorer_provider(reward_model_scorers)

@@ -1,0 +1,96 @@
+"""Reward-model checkpoints as pair scorers: does a trained reward model prefer what people prefer?
+
+The agreement report (annotation.agreement_report) asks its scorer providers afresh on every
+report, so a reward model saved after start-up is compared with people as soon as it exists —
+the seed's "calibrate against people regularly", per checkpoint and over time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from annotation.agreement_report import PairScorer
+from annotation.models import Comparison
+from core.vocabulary import CheckpointKind
+from training.models import Checkpoint
+from training.trainers.common import load_tokenizer
+from training.trainers.sft import plain_message
+from trajectories.conversation import TOOLS, RecordedStep, conversation
+from trajectories.models import Trajectory
+
+# The newest few reward models: each one loaded is a model in this process's memory.
+MAX_MODELS = 3
+MAX_TOKENS = 2048  # as a reward trainer's max_length: what the model was trained to read
+MAX_CACHED_SCORES = 20_000
+
+_lock = threading.Lock()
+_models: OrderedDict[str, tuple[Any, Any]] = OrderedDict()
+_scores: OrderedDict[tuple[int, int], float] = OrderedDict()
+
+
+def reward_model_scorers() -> dict[str, PairScorer]:
+    scorers: dict[str, PairScorer] = {}
+    newest = Checkpoint.objects.filter(kind=CheckpointKind.REWARD).order_by("-created_at", "-id")[:MAX_MODELS]
+    for checkpoint in newest:
+        if (Path(checkpoint.path) / "config.json").is_file():
+            scorers[f"reward model {checkpoint.name} (#{checkpoint.pk})"] = partial(
+                score_difference, checkpoint.pk, checkpoint.path
+            )
+    return scorers
+
+
+def score_difference(checkpoint_id: int, path: str, comparison: Comparison) -> float:
+    """The reward model's score of side A minus side B (positive: it prefers A)."""
+    return trajectory_score(checkpoint_id, path, comparison.trajectory_a) - trajectory_score(
+        checkpoint_id, path, comparison.trajectory_b
+    )
+
+
+def trajectory_score(checkpoint_id: int, path: str, trajectory: Trajectory) -> float:
+    key = (checkpoint_id, trajectory.pk)
+    with _lock:
+        if key in _scores:
+            _scores.move_to_end(key)
+            return _scores[key]
+    import torch
+
+    tokenizer, model = _load(path)
+    statement = trajectory.task.statement if trajectory.task is not None else trajectory.prompt
+    steps = [
+        RecordedStep(a, i, t or "", o or "")
+        for a, i, t, o in trajectory.steps.order_by("step").values_list(
+            "action_type", "action_input", "thought", "observation"
+        )
+    ]
+    # The same rendering the reward trainer saw: the policy's chat, with the tool schemas.
+    messages = [plain_message(m) for m in conversation(statement, steps)]
+    text = tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False)
+    inputs = tokenizer(text, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
+    with torch.inference_mode():
+        score = float(model(**inputs).logits[0, 0])
+    with _lock:
+        _scores[key] = score
+        while len(_scores) > MAX_CACHED_SCORES:
+            _scores.popitem(last=False)
+    return score
+
+
+def _load(path: str) -> tuple[Any, Any]:
+    with _lock:
+        if path in _models:
+            _models.move_to_end(path)
+            return _models[path]
+    from transformers import AutoModelForSequenceClassification
+
+    tokenizer = load_tokenizer(Path(path))
+    model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+    model.config.pad_token_id = tokenizer.pad_token_id
+    with _lock:
+        _models[path] = (tokenizer, model)
+        while len(_models) > MAX_MODELS:
+            _models.popitem(last=False)
+    return tokenizer, model
