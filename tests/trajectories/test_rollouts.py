@@ -214,7 +214,7 @@ def test_the_batch_page_and_dashboard_show_rollout_metrics(reviewer_client: obje
     for trajectory in batch.trajectories.all():
         run_trajectory(trajectory.pk)
     html = reviewer_client.get(f"/batches/{batch.pk}/").content.decode()  # type: ignore[attr-defined]
-    assert "Trajectories / hour" in html and "Avg sandbox start-up</dt><dd>–" not in html
+    assert "Trajectories / hour of rollout time" in html and "Avg sandbox start-up</dt><dd>–" not in html
     assert 'data-group="batch-' in html and html.count("data-trajectory=") == len(SMALL)
     dashboard = reviewer_client.get("/").content.decode()  # type: ignore[attr-defined]
     assert f"{len(SMALL)} finished" in dashboard and "avg step latency" in dashboard
