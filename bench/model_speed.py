@@ -71,11 +71,13 @@ def _speed(model_path: str) -> dict[str, Any]:
     }
     policy_threads = torch_threads()
     cores = len(os.sched_getaffinity(0))
-    variants: list[dict[str, Any]] = [{"threads": policy_threads, "dtype": "float32", "cache": "dynamic"}]
+    default = str(_pick_dtype("auto", "cpu")).removeprefix("torch.")  # what the hf policy uses here
+    other = "float32" if default == "bfloat16" else "bfloat16"
+    variants: list[dict[str, Any]] = [{"threads": policy_threads, "dtype": default, "cache": "dynamic"}]
     for threads in sorted({1, 2, min(4, cores)} - {policy_threads}):
-        variants.append({"threads": threads, "dtype": "float32", "cache": "dynamic"})
-    variants.append({"threads": policy_threads, "dtype": "float32", "cache": "static"})
-    variants.append({"threads": policy_threads, "dtype": "bfloat16", "cache": "dynamic"})
+        variants.append({"threads": threads, "dtype": default, "cache": "dynamic"})
+    variants.append({"threads": policy_threads, "dtype": default, "cache": "static"})
+    variants.append({"threads": policy_threads, "dtype": other, "cache": "dynamic"})
     rows = []
     for variant in variants:
         loaded = loaded_model(model_path, _pick_dtype(str(variant["dtype"]), "cpu"), "cpu")

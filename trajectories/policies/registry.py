@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.env import envchoice
 from core.vocabulary import PolicyKind
 from trajectories.policies.base import Policy, PolicyError
 from trajectories.policies.hf import HFPolicy, model_path_error
@@ -77,6 +78,8 @@ def _hf(settings: PolicySettings) -> Policy:
         top_p=settings.top_p,
         seed=settings.seed,
         max_new_tokens=settings.max_new_tokens,
+        # auto: bfloat16 on GPUs and on CPUs with native bfloat16 kernels, else float32.
+        dtype=envchoice("CRUCIBLE_HF_DTYPE", "auto", ("auto", "float32", "bfloat16", "float16")),
     )
 
 
