@@ -6,6 +6,7 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 import time
 import uuid
@@ -39,8 +40,25 @@ logger = logging.getLogger(__name__)
 
 
 def sandboxes_root() -> Path:
-    root = Path(os.environ.get("CRUCIBLE_SANDBOX_DIR") or tempfile.gettempdir()) / "crucible-sandboxes"
-    root.mkdir(parents=True, exist_ok=True)
+    """This user's private directory of sandboxes (0700), refused when anyone else could control it.
+
+    It sits in a shared place (/tmp by default): another local user who made it first, or put
+    a link there, would otherwise see, swap or plant files in every workspace and report.
+    """
+    root = Path(os.environ.get("CRUCIBLE_SANDBOX_DIR") or tempfile.gettempdir()) / f"crucible-sandboxes-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, parents=True)
+    except FileExistsError:
+        pass
+    info = root.lstat()
+    if not stat.S_ISDIR(info.st_mode):  # a symlink or a file planted under our name
+        raise SandboxError(f"{root} is not a plain directory; refusing to put sandboxes there")
+    if info.st_uid != os.getuid():
+        raise SandboxError(
+            f"{root} belongs to uid {info.st_uid}, not to us; refusing a directory another user controls"
+        )
+    if stat.S_IMODE(info.st_mode) != 0o700:
+        root.chmod(0o700)
     return root
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -84,3 +85,41 @@ def test_killing_the_parent_kills_the_sandbox_and_the_next_start_reaps_its_dir(r
 def test_a_missing_base_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(SandboxError, match="not a directory"):
         Sandbox(tmp_path / "nope", BwrapBackend())
+
+
+def test_the_sandboxes_root_is_private_and_refused_when_someone_else_controls_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRUCIBLE_SANDBOX_DIR", str(tmp_path))
+    root = tmp_path / f"crucible-sandboxes-{os.getuid()}"
+
+    root.mkdir(mode=0o777)
+    root.chmod(0o777)  # as a careless earlier version (or another user's umask) left it
+    assert sandboxes_root() == root
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+
+    root.rmdir()
+    elsewhere = tmp_path / "attacker-controlled"
+    elsewhere.mkdir()
+    root.symlink_to(elsewhere)  # planted before we first ran
+    with pytest.raises(SandboxError, match="not a plain directory"):
+        sandboxes_root()
+
+    root.unlink()
+    root.mkdir()
+    if os.geteuid() == 0:
+        os.chown(root, os.getuid() + 4242, -1)  # made by another local user
+    else:
+        real_lstat = Path.lstat
+
+        def owned_by_someone_else(self: Path) -> os.stat_result:
+            info = real_lstat(self)
+            if self != root:
+                return info
+            fields = list(info)
+            fields[stat.ST_UID] = os.getuid() + 4242
+            return os.stat_result(fields)
+
+        monkeypatch.setattr(Path, "lstat", owned_by_someone_else)
+    with pytest.raises(SandboxError, match="belongs to uid"):
+        sandboxes_root()
