@@ -20,7 +20,7 @@ from django.conf import settings
 
 from core.vocabulary import CheckpointKind, TrainingKind, values
 from training.models import Checkpoint, TrainingSet
-from training.queries import set_spec
+from training.queries import find_training_set, set_spec
 
 # The guide's keys; keys it names that Crucible does not use are accepted and kept as given,
 # so the guide's own example validates. Anything else is a typo worth reporting.
@@ -337,9 +337,7 @@ def _resolve_data(
 
 
 def _training_set(ref: str) -> TrainingSet | None:
-    name, _, version = ref.partition("@")
-    sets = TrainingSet.objects.filter(name=name)
-    if version:
-        number = _int(version)
-        return sets.filter(version=number).first() if number is not None else None
-    return sets.order_by("-version").first()
+    try:
+        return find_training_set(ref)
+    except ValueError:
+        return None

@@ -4,19 +4,13 @@ from __future__ import annotations
 
 from annotation.agreement_report import register_scorer_provider
 from annotation.pairs import TRAINING_SET, register_source
-from training.models import TrainingSet
+from training.queries import find_training_set
 from training.reward_scorers import reward_model_scorers
 
 
 def training_set_trajectories(name: str) -> list[str]:
     """The trajectory ids of a training set, `NAME` (newest version) or `NAME@VERSION`."""
-    base, _, version = name.partition("@")
-    sets = TrainingSet.objects.filter(name=base)
-    if version:
-        if not version.isdigit():
-            raise LookupError(f"training set version must be a number, not {version!r}")
-        sets = sets.filter(version=int(version))
-    found = sets.order_by("-version").first()
+    found = find_training_set(name)  # a bad version is a ValueError, which make_pairs reports
     if found is None:
         raise LookupError(f"no training set named {name!r}")
     return [str(trajectory_id) for trajectory_id in found.trajectory_ids]

@@ -21,6 +21,20 @@ def training_sets() -> QuerySet[TrainingSet]:
     return TrainingSet.objects.all()[:LIST_ROWS]
 
 
+def find_training_set(ref: str) -> TrainingSet | None:
+    """`NAME` is a set's newest version, `NAME@VERSION` a given one; None when there is none.
+
+    Raises ValueError when VERSION is not a number.
+    """
+    name, _, version = ref.partition("@")
+    sets = TrainingSet.objects.filter(name=name)
+    if version:
+        if not version.isdigit():
+            raise ValueError(f"training set version must be a number, not {version!r}: use NAME or NAME@VERSION")
+        sets = sets.filter(version=int(version))
+    return sets.order_by("-version").first()
+
+
 def set_spec(training_set: TrainingSet) -> str:
     """The reward spec whose verified rewards chose the set; "" for sets frozen before there was one."""
     spec = training_set.rule.get("spec_version", "") if isinstance(training_set.rule, dict) else ""

@@ -20,8 +20,7 @@ from annotation.models import ComparisonSet
 from annotation.preferences import iter_preference_rows, write_jsonl, write_parquet
 from tasks.exports import iter_task_lines
 from tasks.models import Task, TaskSuite
-from training.models import TrainingSet
-from training.queries import export_lines
+from training.queries import export_lines, find_training_set
 from trajectories.exports import finished_only, iter_trajectory_lines
 from trajectories.models import Trajectory
 
@@ -84,13 +83,10 @@ def _preferences(options: dict[str, Any]) -> Plan:
 def _training_set(options: dict[str, Any]) -> Plan:
     """`--set NAME` is the newest version of the set; `--set NAME@VERSION` an older one."""
     given = _required_set(options, "training-set")
-    name, _, version = given.partition("@")
-    sets = TrainingSet.objects.filter(name=name)
-    if version:
-        if not version.isdigit():
-            raise CommandError(f"bad training set version {version!r}: use NAME or NAME@VERSION")
-        sets = sets.filter(version=int(version))
-    training_set = sets.order_by("-version").first()
+    try:
+        training_set = find_training_set(given)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
     if training_set is None:
         raise CommandError(f"no training set {given!r}")
     total = len(training_set.trajectory_ids)
