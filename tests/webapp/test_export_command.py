@@ -44,7 +44,10 @@ def test_a_training_set_exports_its_newest_or_a_named_version(tmp_path: Path) ->
     assert len(exported_ids(out)) == 2
     call_command("export", "training-set", "--set", "oracle@1", "--out", str(out), verbosity=0)
     assert exported_ids(out) == [str(first.trajectory_id)]
-    for bad, message in (("oracle@9", "no training set 'oracle@9'"), ("oracle@x", "training set version must be a number")):
+    for bad, message in (
+        ("oracle@9", "no training set 'oracle@9'"),
+        ("oracle@x", "training set version must be a number"),
+    ):
         with pytest.raises(CommandError, match=message):
             call_command("export", "training-set", "--set", bad, "--out", str(tmp_path / "no.jsonl"), verbosity=0)
     assert not (tmp_path / "no.jsonl").exists()
