@@ -30,3 +30,30 @@ class ApiToken(models.Model):
     @property
     def active(self) -> bool:
         return self.revoked_at is None
+
+
+class AuditEvent(models.Model):
+    """One thing a person did that someone may later need to account for.
+
+    Written through `core.audit.record`, never edited. The actor's name is copied so
+    the record survives the account; `detail` holds what the action needs to be
+    understood (never a secret's value).
+    """
+
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    actor_name = models.CharField(max_length=150, blank=True)  # "" for the system itself
+    action = models.CharField(max_length=40, db_index=True)  # an AuditAction value
+    target_type = models.CharField(max_length=60, blank=True)
+    target_id = models.CharField(max_length=64, blank=True)
+    target_label = models.CharField(max_length=200, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["target_type", "target_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.actor_name or 'system'} {self.action} {self.target_label}"

@@ -38,6 +38,7 @@ urlpatterns = [
     path("training/", include("training.urls")),
     path("evaluation/", include("evaluation.urls")),
     path("health/", health, name="health"),
+    path("api/v1/exports/", include("webapp.export_urls")),
     path("api/v1/", include(router.urls)),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
