@@ -19,8 +19,7 @@ from celery import shared_task
 
 from core.live import publish_on_commit
 from core.vocabulary import JobQueue
-from rewards.services import score_trajectory
-from rewards.spec import load_spec
+from rewards.services import active_spec, score_trajectory
 from trajectories.events import trajectory_live_group
 
 logger = logging.getLogger(__name__)
@@ -53,7 +52,7 @@ def score_trajectory_job(trajectory_id: str) -> dict[str, object]:
     logger.info("scoring of %s started", trajectory_id)
     _tell(trajectory_id, {"kind": "scoring", "state": "running"})
     try:
-        reward = score_trajectory(trajectory_id, load_spec())
+        reward = score_trajectory(trajectory_id, active_spec())
     except Exception as exc:
         logger.exception("scoring of %s failed after %.1f s", trajectory_id, time.monotonic() - started)
         message = " ".join(str(exc).split())[:ERROR_SHOWN] or type(exc).__name__

@@ -169,6 +169,7 @@ def _reward(
     else:
         flags += [Flag("inconsistent_test_run", problem) for problem in report.inconsistencies]
     valid = report.valid
+    breakdown["test_run_valid"] = valid  # learned components (rewards.learned) apply only then
     f2p = sum(report.outcome(t) == "passed" for t in task.fail_to_pass) if valid else 0
     p2p = sum(report.outcome(t) == "passed" for t in task.pass_to_pass) if valid else 0
     f2p_total, p2p_total = len(task.fail_to_pass), len(task.pass_to_pass)

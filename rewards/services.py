@@ -13,11 +13,12 @@ from django.utils import timezone
 
 from core.vocabulary import ActionType, Termination
 from rewards.anticheat import scan_commands
+from rewards.learned import LearnedScoreError, apply_learned
 from rewards.models import Reward, RewardSanity
 from rewards.process import process_rewards
 from rewards.sanity import check_task
 from rewards.scoring import score_patch
-from rewards.spec import RewardSpec, load_spec
+from rewards.spec import RewardSpec, SpecError, load_spec
 from tasks.models import Task
 from tasks.services import task_spec_for
 from trajectories.models import Step, Trajectory
@@ -41,7 +42,7 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
     one transaction, and a concurrent scorer that got there first simply wins. The
     sandbox is settings.CRUCIBLE_SANDBOX_BACKEND unless one is given.
     """
-    spec = spec or load_spec()
+    spec = spec or active_spec()
     backend = backend or settings.CRUCIBLE_SANDBOX_BACKEND
     trajectory = Trajectory.objects.select_related("task").get(trajectory_id=trajectory_id)
     existing = Reward.objects.filter(trajectory=trajectory, spec_version=spec.version).first()
@@ -61,6 +62,21 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
         trajectory.termination or Termination.SUBMITTED,
         secret=probe_secret(),
     )
+    try:
+        # A reward model reads the whole trajectory; the hidden tests have already spoken.
+        final, learned = apply_learned(
+            spec,
+            score.reward,
+            score.resolved,
+            bool(score.breakdown.get("test_run_valid")),
+            list(score.breakdown.get("policies", [])),
+            trajectory,
+        )
+    except LearnedScoreError as exc:
+        raise RewardError(f"trajectory {trajectory_id}: {exc}") from None
+    if learned:
+        score.breakdown["learned"] = learned
+        score.reward = final
     per_step, process_flags = process_rewards([dict(s) for s in steps], spec)
     commands = [
         (s["step"], s["action_input"])
@@ -114,7 +130,7 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
 
 
 def check_reward_sanity(task: Task, spec: RewardSpec | None = None, backend: str | None = None) -> RewardSanity:
-    spec = spec or load_spec()
+    spec = spec or active_spec()
     backend = backend or settings.CRUCIBLE_SANDBOX_BACKEND
     if not task.expected_patch.strip():
         raise RewardError(f"task {task.task_id} has no expected patch to check the reward against")
@@ -134,4 +150,13 @@ def check_reward_sanity(task: Task, spec: RewardSpec | None = None, backend: str
 
 
 def spec_from_option(path: str | None) -> RewardSpec:
-    return load_spec(Path(path)) if path else load_spec()
+    return load_spec(Path(path)) if path else active_spec()
+
+
+def active_spec() -> RewardSpec:
+    """The spec the reward service scores with: CRUCIBLE_REWARD_SPEC, or the guide's defaults."""
+    path = settings.CRUCIBLE_REWARD_SPEC
+    try:
+        return load_spec(Path(path)) if path else load_spec()
+    except SpecError as exc:
+        raise RewardError(f"CRUCIBLE_REWARD_SPEC: {exc}") from None

@@ -48,8 +48,21 @@ ADMISSION_RULES = (
 )
 
 
+# A learned (reward-model) component may shift a reward by at most its weight, and all of
+# them together by at most this much: the verified outcome always decides most of it.
+MAX_LEARNED_WEIGHT = 0.5
+
+
 class SpecError(ValueError):
     pass
+
+
+@dataclass(frozen=True)
+class LearnedComponent:
+    """A reward-model checkpoint (by id or name) whose score shifts the verified reward."""
+
+    checkpoint: str
+    weight: float
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,7 @@ class RewardSpec:
     negative_value: float
     policies: dict[str, str]
     admission: frozenset[str] = frozenset(ADMISSION_RULES)
+    learned: tuple[LearnedComponent, ...] = ()
     raw: dict[str, Any] = field(repr=False, compare=False, default_factory=dict)
 
     @property
@@ -120,6 +134,11 @@ def parse_spec(data: Any) -> RewardSpec:
     unknown = sorted(set(refuse) - set(ADMISSION_RULES))
     if unknown:
         raise SpecError(f"admission.refuse: unknown rule {unknown[0]!r} (known: {', '.join(ADMISSION_RULES)})")
+    learned = _learned(data.get("learned", []))
+    # Only when given: a spec without reward models keeps the version it always had.
+    merged.pop("learned", None)
+    if learned:
+        merged["learned"] = [{"checkpoint": c.checkpoint, "weight": c.weight} for c in learned]
     return RewardSpec(
         name=name,
         outcome=outcome,
@@ -127,8 +146,34 @@ def parse_spec(data: Any) -> RewardSpec:
         negative_value=_number(merged["anticheat"], "negative_value", "anticheat"),
         policies=dict(policies),
         admission=frozenset(refuse),
+        learned=learned,
         raw=merged,
     )
+
+
+def _learned(given: Any) -> tuple[LearnedComponent, ...]:
+    """`learned: [{checkpoint: ID or NAME, weight: W}]`, never alone and never dominant."""
+    if not isinstance(given, list):
+        raise SpecError("learned must be a list of {checkpoint, weight}")
+    components = []
+    for index, item in enumerate(given):
+        where = f"learned[{index}]"
+        if not isinstance(item, dict) or set(item) - {"checkpoint", "weight"}:
+            raise SpecError(f"{where} must be a mapping with checkpoint and weight only")
+        checkpoint = item.get("checkpoint")
+        if isinstance(checkpoint, bool) or not isinstance(checkpoint, int | str) or not str(checkpoint).strip():
+            raise SpecError(f"{where}.checkpoint must be a reward-model checkpoint's id or name")
+        weight = _number(item, "weight", where)
+        if not 0 < weight <= MAX_LEARNED_WEIGHT:
+            raise SpecError(f"{where}.weight must be in (0, {MAX_LEARNED_WEIGHT}]")
+        components.append(LearnedComponent(str(checkpoint).strip(), weight))
+    total = sum(c.weight for c in components)
+    if total > MAX_LEARNED_WEIGHT:
+        raise SpecError(
+            f"learned weights add up to {total:g}; at most {MAX_LEARNED_WEIGHT} "
+            "(a reward model never outweighs the verified outcome)"
+        )
+    return tuple(components)
 
 
 def load_spec(path: Path | None = None) -> RewardSpec:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from rewards.models import RewardSanity
-from rewards.spec import load_spec
+from rewards.services import active_spec
 from tasks.models import Task
 from tasks.registry import SuiteColumn, register_suite_column
 
 
 def reward_sanity_by_task(tasks: list[Task]) -> dict[int, RewardSanity]:
     """The reward sanity check of each task under the current reward spec, if run."""
-    version = load_spec().version
+    version = active_spec().version
     return {row.task_id: row for row in RewardSanity.objects.filter(task__in=tasks, spec_version=version)}
 
 

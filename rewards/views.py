@@ -11,7 +11,7 @@ from core.permissions import role_required
 from core.roles import RESEARCHER
 from rewards.jobs import score_trajectory_job
 from rewards.models import Reward
-from rewards.spec import load_spec
+from rewards.services import active_spec
 from trajectories.models import Trajectory
 
 # Celery's states, as the status line words them.
@@ -33,7 +33,7 @@ def rescore(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     trajectory = get_object_or_404(Trajectory, trajectory_id=trajectory_id)
     if trajectory.task_id is None:
         raise Http404("This trajectory's task is not in the database, so it cannot be scored.")
-    version = load_spec().version
+    version = active_spec().version
     done = Reward.objects.filter(trajectory=trajectory, spec_version=version).first()
     if done is not None:
         # Saying so beats queueing a job that would only return the stored reward.

@@ -23,7 +23,8 @@ from django.db.models import F, FilteredRelation, Max, Q
 from annotation.models import flag_key
 from annotation.queries import cleared_flag_keys
 from core.vocabulary import TrajectoryStatus
-from rewards.spec import RewardSpec, load_spec
+from rewards.services import active_spec
+from rewards.spec import RewardSpec
 from training.models import TrainingSet
 from trajectories.models import Trajectory
 from trajectories.queries import TrajectoryFilter
@@ -87,7 +88,7 @@ class Selection:
 
 
 def _spec_for(rule: CurationRule, spec: RewardSpec | None) -> RewardSpec:
-    spec = spec or load_spec()
+    spec = spec or active_spec()
     if rule.spec_version and rule.spec_version != spec.version:
         raise CurationError(
             f"the rule names reward spec {rule.spec_version}, but the spec in use is {spec.version}: "

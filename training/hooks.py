@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from annotation.agreement_report import register_scorer_provider
 from annotation.pairs import TRAINING_SET, register_source
+from rewards.learned import register_learned_scorer
 from training.queries import find_training_set
-from training.reward_scorers import reward_model_scorers
+from training.reward_scorers import learned_score, reward_model_scorers
 
 
 def training_set_trajectories(name: str) -> list[str]:
@@ -21,3 +22,5 @@ def connect() -> None:
     register_source(TRAINING_SET, training_set_trajectories)
     # The agreement report compares people with each reward-model checkpoint too.
     register_scorer_provider(reward_model_scorers)
+    # A reward spec's `learned:` components are scored by reward-model checkpoints.
+    register_learned_scorer(learned_score)

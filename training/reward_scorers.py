@@ -43,6 +43,24 @@ def reward_model_scorers() -> dict[str, PairScorer]:
     return scorers
 
 
+def learned_score(checkpoint_ref: str, trajectory: Trajectory) -> float:
+    """A reward spec's learned component: the named reward-model checkpoint's score of a trajectory.
+
+    `checkpoint_ref` is a checkpoint's id or name (the newest of that name). A missing or
+    unloadable reward model fails the scoring rather than quietly leaving the component out.
+    """
+    from rewards.learned import LearnedScoreError
+
+    found = Checkpoint.objects.filter(kind=CheckpointKind.REWARD)
+    found = found.filter(pk=int(checkpoint_ref)) if checkpoint_ref.isdigit() else found.filter(name=checkpoint_ref)
+    checkpoint = found.order_by("-created_at", "-id").first()
+    if checkpoint is None:
+        raise LearnedScoreError(f"no reward-model checkpoint {checkpoint_ref!r}")
+    if not (Path(checkpoint.path) / "config.json").is_file():
+        raise LearnedScoreError(f"reward-model checkpoint {checkpoint_ref!r}: no model at {checkpoint.path}")
+    return trajectory_score(checkpoint.pk, checkpoint.path, trajectory)
+
+
 def score_difference(checkpoint_id: int, path: str, comparison: Comparison) -> float:
     """The reward model's score of side A minus side B (positive: it prefers A)."""
     return trajectory_score(checkpoint_id, path, comparison.trajectory_a) - trajectory_score(

@@ -196,6 +196,8 @@ SPECTACULAR_SETTINGS = {
 # Crucible's own limits.
 CRUCIBLE_MAX_JSONL_LINE_BYTES = envint("CRUCIBLE_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
 CRUCIBLE_SANDBOX_BACKEND = envchoice("CRUCIBLE_SANDBOX_BACKEND", DEFAULT_BACKEND, tuple(values(BackendName)))
+# The reward spec the reward service scores with (a YAML path); empty: the guide's defaults.
+CRUCIBLE_REWARD_SPEC = envstr("CRUCIBLE_REWARD_SPEC", "")
 # The bundled model for the hf policy: `make setup` converts it here once. Kept under the
 # project's var/ even when CRUCIBLE_VAR_DIR points elsewhere (tests), so it is made once.
 CRUCIBLE_DEFAULT_MODEL = envstr("CRUCIBLE_DEFAULT_MODEL", str(BASE_DIR / "var" / "models" / "smollm2-135m-instruct"))

@@ -11,7 +11,7 @@ from annotation.agreement import preference_of
 from annotation.agreement_report import agreement_report
 from core.vocabulary import CheckpointKind
 from tests.annotation.agreement_fixtures import Pair, make_set
-from tests.training.trainer_support import make_tiny_model
+from tests.training.trainer_support import make_tiny_model, make_tiny_reward_model
 from training import reward_scorers
 from training.models import Checkpoint
 
@@ -20,14 +20,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(scope="module")
 def tiny_reward_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
     base = make_tiny_model(tmp_path_factory.mktemp("tiny-lm"))
-    dest = tmp_path_factory.mktemp("tiny-rm")
-    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
-    model.save_pretrained(dest)
-    AutoTokenizer.from_pretrained(base).save_pretrained(dest)
-    return dest
+    return make_tiny_reward_model(base, tmp_path_factory.mktemp("tiny-rm"))
 
 
 def test_each_reward_model_checkpoint_is_compared_with_people(tiny_reward_model: Path, tmp_path: Path) -> None:

@@ -21,6 +21,16 @@ BUNDLED = REPO / "var" / "models" / "smollm2-135m-instruct"
 DEMO = REPO / "demo"
 
 
+def make_tiny_reward_model(base: Path, dest: Path) -> Path:
+    """A sequence-classification head on the tiny model: an untrained but real reward model."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    model = AutoModelForSequenceClassification.from_pretrained(base, num_labels=1)
+    model.save_pretrained(dest)
+    AutoTokenizer.from_pretrained(base).save_pretrained(dest)
+    return dest
+
+
 def make_tiny_model(dest: Path) -> Path:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
