@@ -17,7 +17,7 @@ from django.conf import settings
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO
-from tests.trajectories.model_server import ModelServer, serve_model
+from trajectories.model_server import ModelServer, serve_model
 from trajectories.batches import start_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import Trajectory

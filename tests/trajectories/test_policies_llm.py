@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.trajectories.model_server import ModelServer, free_port, serve_model
+from trajectories.model_server import ModelServer, free_port, serve_model
 from trajectories.policies.base import Message, PolicyError, PolicyOutput, ToolCall
 from trajectories.policies.chat import derive_seed, parse_tool_call
 from trajectories.policies.hf import HFPolicy

@@ -1,7 +1,9 @@
-"""Start `transformers serve` on a local model for tests: a real OpenAI-compatible server.
+"""Serve a local model (the bundled one, or a trained checkpoint) with `transformers serve`.
 
-The server runs in its own process group on a free loopback port, is polled until it answers
-with the model loaded, and is stopped together with anything it spawned.
+A real OpenAI-compatible server for the `openai` policy: `serve_checkpoint` uses it for
+checkpoints, the tests for the bundled model. The server runs in its own process group on
+a loopback port, is polled until it answers with the model loaded, and is stopped together
+with anything it spawned.
 """
 
 from __future__ import annotations
