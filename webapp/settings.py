@@ -196,6 +196,13 @@ SPECTACULAR_SETTINGS = {
 # Crucible's own limits.
 CRUCIBLE_MAX_JSONL_LINE_BYTES = envint("CRUCIBLE_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
 CRUCIBLE_SANDBOX_BACKEND = envchoice("CRUCIBLE_SANDBOX_BACKEND", DEFAULT_BACKEND, tuple(values(BackendName)))
+# Object storage shared by every host (task trees, exports, checkpoints, archives): empty for
+# the local var/ only, or s3://bucket/prefix with AWS_* credentials (docs/deploy.md).
+CRUCIBLE_STORAGE_URL = envstr("CRUCIBLE_STORAGE_URL", "")
+CRUCIBLE_S3_ENDPOINT_URL = envstr("CRUCIBLE_S3_ENDPOINT_URL", envstr("AWS_ENDPOINT_URL", ""))
+# A worker host keeps the task trees it fetched in var/store/trees, least recently used
+# dropped first above this size (only trees the object store also holds are ever dropped).
+CRUCIBLE_TREE_CACHE_BYTES = envint("CRUCIBLE_TREE_CACHE_BYTES", 20 * 1024**3)
 # The reward spec the reward service scores with (a YAML path); empty: the guide's defaults.
 CRUCIBLE_REWARD_SPEC = envstr("CRUCIBLE_REWARD_SPEC", "")
 # The bundled model for the hf policy: `make setup` converts it here once. Kept under the
