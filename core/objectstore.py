@@ -18,6 +18,8 @@ Writes are whole-object and atomic on both backends: a reader never sees half an
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shutil
@@ -75,21 +77,22 @@ class LocalStore:
             self._put_stream(key, source)
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, target)
+        self._put_stream(key, io.BytesIO(data))
 
     def _put_stream(self, key: str, source: IO[bytes]) -> None:
         target = self._path(key)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".part-")
+        except OSError as exc:
+            raise StoreError(f"{key}: cannot write to {self.url} ({exc.strerror})") from None
         try:
             with os.fdopen(fd, "wb") as out:
                 shutil.copyfileobj(source, out, _CHUNK)
             os.replace(tmp, target)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            raise StoreError(f"{key}: cannot write to {self.url} ({exc.strerror})") from None
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
@@ -170,34 +173,39 @@ class S3Store:
             self.client.create_bucket(Bucket=self.bucket)
 
     def put_file(self, key: str, path: Path) -> None:
-        self.client.upload_file(str(path), self.bucket, self._key(key))
+        with self._errors(key):
+            self.client.upload_file(str(path), self.bucket, self._key(key))
 
     def put_bytes(self, key: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
+        with self._errors(key):
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data)
 
-    def get_file(self, key: str, dest: Path) -> None:
-        from botocore.exceptions import ClientError
+    @contextlib.contextmanager
+    def _errors(self, key: str) -> Iterator[None]:
+        """Transport and server failures as one StoreError that names the object."""
+        from boto3.exceptions import Boto3Error
+        from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            self.client.download_file(self.bucket, self._key(key), str(dest))
+            yield
         except ClientError as exc:
             if self._missing(exc):
                 raise StoreError(f"{key}: no such object in {self.url}") from None
-            raise
+            raise StoreError(f"{key}: {self.url} refused: {exc}") from None
+        except (BotoCoreError, Boto3Error) as exc:
+            raise StoreError(f"{key}: {self.url} unreachable or failing: {exc}") from None
+
+    def get_file(self, key: str, dest: Path) -> None:
+        with self._errors(key):
+            self.client.download_file(self.bucket, self._key(key), str(dest))
 
     def get_bytes(self, key: str) -> bytes:
         with self.open_read(key) as body:
             return body.read()
 
     def open_read(self, key: str) -> IO[bytes]:
-        from botocore.exceptions import ClientError
-
-        try:
+        with self._errors(key):
             body: IO[bytes] = self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"]
-        except ClientError as exc:
-            if self._missing(exc):
-                raise StoreError(f"{key}: no such object in {self.url}") from None
-            raise
         return body
 
     def exists(self, key: str) -> bool:
@@ -208,14 +216,8 @@ class S3Store:
         return True
 
     def size(self, key: str) -> int:
-        from botocore.exceptions import ClientError
-
-        try:
+        with self._errors(key):
             return int(self.client.head_object(Bucket=self.bucket, Key=self._key(key))["ContentLength"])
-        except ClientError as exc:
-            if self._missing(exc):
-                raise StoreError(f"{key}: no such object in {self.url}") from None
-            raise
 
     def delete(self, key: str) -> None:
         self.client.delete_object(Bucket=self.bucket, Key=self._key(key))

@@ -130,6 +130,12 @@ class RolloutBatch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Archived (trajectories.archive): the steps live in the object store under archive_key and
+    # the trajectories keep only their summaries until someone opens one.
+    archived_at = models.DateTimeField(null=True, blank=True)
+    archive_key = models.CharField(max_length=200, blank=True)
+    archive_bytes = models.BigIntegerField(default=0)
+    archived_steps = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -165,3 +171,14 @@ class SavedFilter(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class RetentionRule(models.Model):
+    """Archive a suite's finished batches this many days after they finish (seed §8 "storage")."""
+
+    suite = models.OneToOneField(TaskSuite, on_delete=models.CASCADE, related_name="retention")
+    archive_after_days = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.suite_id}: archive after {self.archive_after_days} days"

@@ -8,6 +8,7 @@ from django.views.decorators.http import require_POST
 
 from core.permissions import role_required
 from core.roles import RESEARCHER
+from trajectories.archive import ensure_steps
 from trajectories.events import trajectory_live_group
 from trajectories.jobs import replay_trajectory_job
 from trajectories.models import SavedFilter, Trajectory
@@ -58,6 +59,7 @@ def trajectory_detail(request: HttpRequest, trajectory_id: str) -> HttpResponse:
         trajectory = get_trajectory(trajectory_id)
     except Trajectory.DoesNotExist:
         raise Http404("No such trajectory.") from None
+    ensure_steps(trajectory)  # an archived batch comes back from the object store first
     timeline = step_timeline(trajectory)
     pages = max(1, -(-len(timeline) // STEP_PAGE))
     try:
