@@ -20,6 +20,7 @@ from bench import (
     review_pages,
     rollouts,
     sandbox_start,
+    scaling,
     score_patch,
     training_wrapper,
     validation,
@@ -36,6 +37,7 @@ BENCHES = {
     "learning": learning.run,
     "model_speed": model_speed.run,
     "training_wrapper": training_wrapper.run,
+    "scaling": scaling.run,
 }
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 
