@@ -4,7 +4,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Avg, Count, FloatField, Max, Q
+from django.db.models import Avg, Count, FloatField, Max, Q, Sum
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, TruncHour
 from django.utils import timezone
@@ -34,7 +34,23 @@ def dashboard_counts() -> dict[str, Any]:
         "recent": list(Trajectory.objects.select_related("suite").order_by("-created_at", "-id")[:10]),
         "rollouts": rollout_metrics(),
         "timeline": timeline(),
+        "storage": storage_by_suite(),
     }
+
+
+def storage_by_suite() -> list[dict[str, Any]]:
+    """Per suite: rows in the database and what its archived batches hold in the object store."""
+    rows: dict[str, dict[str, Any]] = defaultdict(
+        lambda: {"trajectories": 0, "steps": 0, "archived_batches": 0, "archived_steps": 0, "archive_bytes": 0}
+    )
+    for name, count in Trajectory.objects.values_list("suite__name").annotate(n=Count("id")):
+        rows[name or "(no suite)"]["trajectories"] = count
+    for name, count in Step.objects.values_list("trajectory__suite__name").annotate(n=Count("id")):
+        rows[name or "(no suite)"]["steps"] = count
+    archived = RolloutBatch.objects.filter(archived_at__isnull=False).values_list("suite__name")
+    for name, batches, steps, size in archived.annotate(n=Count("id"), s=Sum("archived_steps"), b=Sum("archive_bytes")):
+        rows[name].update(archived_batches=batches, archived_steps=steps or 0, archive_bytes=size or 0)
+    return [{"suite": name, **figures} for name, figures in sorted(rows.items())]
 
 
 def running_intervals(since: datetime, now: datetime) -> list[tuple[datetime, datetime]]:

@@ -93,3 +93,15 @@ def test_retention_rules_archive_only_what_is_due(demo_suite: TaskSuite) -> None
     assert old.archived_at is not None and recent.archived_at is None
     with pytest.raises(CommandError, match="already archived"):
         call_command("archive_batches", str(old.pk))
+
+
+def test_the_dashboard_shows_storage_by_suite(demo_suite: TaskSuite, admin_user: object) -> None:
+    batch = finished_batch(demo_suite, count=2)
+    steps = Step.objects.filter(trajectory__batch=batch).count()
+    result = archive_batch(batch)
+    page = client_for(admin_user).get("/")  # type: ignore[arg-type]
+    row = next(r for r in page.context["counts"]["storage"] if r["suite"] == "demo")
+    assert row["archived_batches"] == 1 and row["archived_steps"] == steps
+    assert row["archive_bytes"] == result.bytes
+    assert row["steps"] == Step.objects.filter(trajectory__suite=demo_suite).count()
+    assert b'id="storage"' in page.content
