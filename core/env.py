@@ -7,6 +7,9 @@ start-up rather than as odd behaviour later (healthchecks' `envbool` / `envint`)
 from __future__ import annotations
 
 import os
+import secrets
+from collections.abc import Callable
+from pathlib import Path
 
 
 class ImproperlyConfiguredEnv(ValueError):
@@ -54,3 +57,42 @@ def envchoice(name: str, default: str, allowed: tuple[str, ...]) -> str:
     if value not in allowed:
         raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not one of {', '.join(allowed)}")
     return value
+
+
+def secret_file(path: Path, make: Callable[[], str]) -> str:
+    """The secret kept in `path`, made by `make()` and written there the first time.
+
+    The file is private from the first byte: it is created with mode 0600 (O_CREAT|O_EXCL),
+    never written world-readable and chmod-ed afterwards, which leaves a window in which
+    another local user can open it. Its content appears under the final name all at once
+    (a hard link to a finished private file), so a web server and a worker starting together
+    both read the same complete value; a link planted in its place is refused.
+    """
+    if not path.exists() and not path.is_symlink():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                out.write(make())
+                out.flush()
+                os.fsync(out.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                pass  # another process won the race; its value is the one everybody uses
+        finally:
+            tmp.unlink(missing_ok=True)
+    return read_private(path).strip()
+
+
+def read_private(path: Path) -> str:
+    """A secret file's text; refused when it is a link or others may read it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise ImproperlyConfiguredEnv(f"cannot read {path}: {exc.strerror}") from None
+    with os.fdopen(fd, encoding="utf-8") as src:
+        mode = os.fstat(src.fileno()).st_mode
+        if mode & 0o077:
+            raise ImproperlyConfiguredEnv(f"{path} is readable by others (mode {mode & 0o777:o}); chmod 600 it")
+        return src.read()

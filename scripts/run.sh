@@ -21,8 +21,10 @@ then
   for _ in $(seq 50); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 fi
 
-$BIN/python manage.py seed_demo > var/log/seed.txt
-login=$(grep '^login:' var/log/seed.txt | sed 's/^login: //')
+# To the terminal, never to a file: on the first run it shows the admin's new password once.
+# (Earlier versions kept this output, passwords and all, in var/log/seed.txt.)
+rm -f var/log/seed.txt
+$BIN/python manage.py seed_demo
 
 # The hf policy sizes torch threads to the cores each of the 2 worker processes gets.
 CRUCIBLE_WORKER_CONCURRENCY=2 $BIN/celery -A webapp worker -Q default,rollouts,rewards,training --concurrency 2 \
@@ -32,7 +34,7 @@ trap 'kill $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT INT TERM
 
 echo
 echo "  Crucible is at http://$HOST:$PORT/"
-echo "  login: $login   (also: reviewer / researcher, same password)"
+echo "  login: admin, password in var/admin_password (reviewer, researcher: var/demo_passwords)"
 echo "  logs: var/log/  ·  stop with Ctrl-C"
 echo
 $BIN/daphne -b "$HOST" -p "$PORT" webapp.asgi:application

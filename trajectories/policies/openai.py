@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
+from core.env import envlist, envstr
 from trajectories.policies.base import Message, Policy, PolicyError, PolicyOutput
 from trajectories.policies.chat import (
     FORMAT_HINT,
@@ -23,7 +27,95 @@ from trajectories.policies.chat import (
     to_openai_messages,
 )
 
-_BODY_EXCERPT = 500
+# Which servers the policy may talk to, and which of them get a key. The base URL comes from a
+# researcher's form, the key from the operator's environment: without these, typing a URL was
+# enough to receive the operator's OPENAI_API_KEY or to make the worker request an internal
+# address on a researcher's say-so.
+SERVERS_ENV = "CRUCIBLE_MODEL_SERVERS"
+KEYS_ENV = "CRUCIBLE_MODEL_SERVER_KEYS"
+# Loopback on any port: vLLM, SGLang, Ollama and `transformers serve` run beside the worker.
+DEFAULT_SERVERS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
+DEFAULT_KEY_ORIGIN = "https://api.openai.com"
+_SERVED_IDS_SHOWN = 10
+_SERVED_ID = re.compile(r"[A-Za-z0-9._:/@+-]{1,80}")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+@dataclass(frozen=True)
+class Origin:
+    scheme: str
+    host: str
+    port: int | None  # None in an allowlist entry: any port
+
+    def admits(self, other: Origin) -> bool:
+        return (self.scheme, self.host) == (other.scheme, other.host) and self.port in (None, other.port)
+
+
+def parse_origin(url: str, *, wildcard_port: bool = False) -> Origin:
+    """The scheme, host and port of an http(s) URL; a URL with credentials, a query or a fragment
+    is refused (`http://127.0.0.1:8000@attacker/` must not pass as loopback)."""
+    text = url.strip()
+    any_port = wildcard_port and text.endswith(":*")
+    if any_port:
+        text = text[:-2]
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        raise PolicyError(f"{_shown(url)} is not a URL") from None
+    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
+        raise PolicyError(f"{_shown(url)} is not an http:// or https:// URL")
+    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
+        raise PolicyError(f"{_shown(url)}: a model server URL takes no credentials, query or fragment")
+    if any_port:
+        return Origin(parts.scheme, parts.hostname, None)
+    return Origin(parts.scheme, parts.hostname, port if port is not None else _DEFAULT_PORTS[parts.scheme])
+
+
+def allowed_servers() -> list[Origin]:
+    try:
+        return [parse_origin(entry, wildcard_port=True) for entry in envlist(SERVERS_ENV, DEFAULT_SERVERS)]
+    except PolicyError as exc:
+        raise PolicyError(f"{SERVERS_ENV}: {exc}") from None
+
+
+def check_server(base_url: str) -> Origin:
+    """The server's origin, when the operator allows it; PolicyError naming the setting otherwise."""
+    if not base_url.strip():
+        raise PolicyError("the openai policy needs the server's base URL")
+    origin = parse_origin(base_url)
+    if not any(entry.admits(origin) for entry in allowed_servers()):
+        raise PolicyError(
+            f"model server {_shown(base_url)} is not allowed: the operator lists model servers in {SERVERS_ENV}"
+        )
+    return origin
+
+
+def server_key(origin: Origin) -> str | None:
+    """The bearer token for this server, or None: a key is sent only to the origin it is set for.
+
+    CRUCIBLE_MODEL_SERVER_KEYS maps origins to the names of environment variables holding their
+    keys (`https://vllm.internal:8000=VLLM_KEY,...`); by default OPENAI_API_KEY belongs to the
+    origin of OPENAI_BASE_URL, or to https://api.openai.com when that is unset.
+    """
+    default = f"{envstr('OPENAI_BASE_URL', '') or DEFAULT_KEY_ORIGIN}=OPENAI_API_KEY"
+    for entry in envlist(KEYS_ENV, [default]):
+        where, sep, variable = entry.rpartition("=")
+        if not sep or not where or not variable:
+            raise PolicyError(f"{KEYS_ENV} entries are ORIGIN=ENV_VARIABLE, not {_shown(entry)}")
+        try:
+            keyed = parse_origin(where)
+        except PolicyError as exc:
+            raise PolicyError(f"{KEYS_ENV}: {exc}") from None
+        if keyed == origin:
+            return os.environ.get(variable.strip()) or None
+    return None
+
+
+def _shown(text: str) -> str:
+    """Text from a form or a server, fit for one line of an error: bounded, printable."""
+    line = "".join(c if c.isprintable() else "?" for c in text.strip()[:200])
+    return repr(line)
 
 
 def api_root(base_url: str) -> str:
@@ -36,27 +128,37 @@ def server_error(base_url: str, model: str, timeout: float = 3.0) -> str | None:
     """Why the server at `base_url` cannot serve `model` (GET /v1/models), or None.
 
     A server that lists models must list this one; one that lists none is given the benefit
-    of the doubt (some proxies do not implement the listing).
+    of the doubt (some proxies do not implement the listing). Nothing of the server's reply
+    but its status and the model ids it lists (checked to be plain names) reaches the message.
     """
-    if not base_url.strip():
-        return "the openai policy needs the server's base URL"
-    root = api_root(base_url)
     try:
-        key = os.environ.get("OPENAI_API_KEY")
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        response = httpx.get(f"{root}/models", timeout=timeout, headers=headers)
+        origin = check_server(base_url)
+    except PolicyError as exc:
+        return str(exc)
+    root = api_root(base_url)
+    key = server_key(origin)
+    try:
+        response = httpx.get(
+            f"{root}/models",
+            timeout=timeout,
+            headers={"Authorization": f"Bearer {key}"} if key else {},
+            follow_redirects=False,
+        )
     except httpx.TimeoutException:
         return f"model server {root} did not answer within {timeout:g} s"
     except httpx.HTTPError as exc:
-        return f"cannot reach model server {root}: {type(exc).__name__}: {str(exc)[:200]}"
-    if response.status_code >= 400:
+        return f"cannot reach model server {root}: {type(exc).__name__}"
+    if response.is_redirect:
+        return f"model server {root} answered GET /models with a redirect (HTTP {response.status_code}), not followed"
+    if response.status_code >= 300:
         return f"model server {root} answered HTTP {response.status_code} to GET /models"
     try:
         served = [str(m.get("id")) for m in response.json().get("data") or [] if isinstance(m, dict)]
     except (ValueError, AttributeError):
         return f"model server {root} does not speak the OpenAI API (GET /models is not a model list)"
     if model and served and model not in served:
-        return f"model server {root} does not serve {model!r} (it serves: {', '.join(served[:10])})"
+        shown = [name for name in served if _SERVED_ID.fullmatch(name)][:_SERVED_IDS_SHOWN]
+        return f"model server {root} does not serve {model!r} (it serves: {', '.join(shown) or 'other models'})"
     return None
 
 
@@ -75,6 +177,9 @@ class OpenAIPolicy(Policy):
         timeout: float = 120,
         stop: list[str] | None = None,
     ) -> None:
+        # Checked here too, not only on the launch form: a batch stored before the operator
+        # narrowed the list, or one started from the command line, must not reach the server.
+        origin = check_server(base_url)
         self.base_url = api_root(base_url)
         self.model = model
         self.temperature = float(temperature)
@@ -84,9 +189,10 @@ class OpenAIPolicy(Policy):
         # Servers that cannot parse tool calls keep generating after one; a stop such as
         # ["</tool_call>"] saves that time. Off by default: it would cut real servers' parsers short.
         self.stop = stop
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        key = api_key if api_key is not None else server_key(origin)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout)
+        # A redirect would carry the request (and its key) wherever the server points it.
+        self.client = httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout, follow_redirects=False)
 
     def describe(self) -> dict[str, Any]:
         # A remote server does not say which weights it runs; the model name is the best handle.
@@ -126,23 +232,27 @@ class OpenAIPolicy(Policy):
         try:
             response = self.client.post("/chat/completions", json=body)
         except httpx.TimeoutException as exc:
-            raise PolicyError(f"model server {self.base_url} did not answer within the timeout: {exc}") from exc
+            raise PolicyError(f"model server {self.base_url} did not answer within the timeout") from exc
         except httpx.HTTPError as exc:
-            raise PolicyError(f"cannot reach model server {self.base_url}: {type(exc).__name__}: {exc}") from exc
+            raise PolicyError(f"cannot reach model server {self.base_url}: {type(exc).__name__}") from exc
         latency_ms = (time.monotonic() - started) * 1000
-        if response.status_code >= 400:
-            # 4xx too: a context overflow, a wrong model name or a bad key will not fix itself next step.
+        # The reply's body never goes into the error: it is the server's text, shown on pages and
+        # stored with the trajectory, and a server on an internal address could say anything there.
+        if response.is_redirect:
             raise PolicyError(
-                f"model server {self.base_url} answered HTTP {response.status_code}: {response.text[:_BODY_EXCERPT]}"
+                f"model server {self.base_url} answered with a redirect (HTTP {response.status_code}), not followed"
             )
+        if response.status_code >= 300:
+            # 4xx too: a context overflow, a wrong model name or a bad key will not fix itself next step.
+            raise PolicyError(f"model server {self.base_url} answered HTTP {response.status_code}")
         try:
             data = response.json()
             choice = data["choices"][0]
             message = choice["message"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise PolicyError(
-                f"model server {self.base_url} sent a reply that is not a chat completion: "
-                f"{response.text[:_BODY_EXCERPT]}"
+                f"model server {self.base_url} sent a reply that is not a chat completion "
+                f"({len(response.content)} bytes)"
             ) from exc
         output = self.read_message(message)
         output.latency_ms = latency_ms

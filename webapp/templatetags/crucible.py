@@ -7,11 +7,16 @@ HTML, because statements, patches and observations come from repositories and ag
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django import template
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
+from markdown_it.renderer import RendererHTML
+from markdown_it.token import Token
+from markdown_it.utils import EnvType, OptionsDict
 
 from core.vocabulary import ActionType
 from patches import side_by_side, snippet_diff, unified_rows
@@ -21,6 +26,19 @@ register = template.Library()
 # "js-default": raw HTML in the source is escaped and links are checked, so
 # `javascript:` and `data:` URLs never become clickable.
 _markdown = MarkdownIt("js-default").enable("table")
+
+
+def _image_as_link(self: RendererHTML, tokens: Sequence[Token], idx: int, options: OptionsDict, env: EnvType) -> str:
+    """An image in a statement becomes a link a reviewer may choose to follow: a statement comes
+    from a task archive, and an image the page fetched by itself would tell its author who opened
+    the task and when (a beacon). The CSP's img-src 'self' blocks such fetches too."""
+    token = tokens[idx]
+    alt = self.renderInlineAsText(token.children or [], options, env) or "image"
+    src = escapeHtml(str(token.attrGet("src") or ""))
+    return f'<a class="md-image" href="{src}" rel="nofollow noopener noreferrer">[image: {escapeHtml(alt)}]</a>'
+
+
+_markdown.add_render_rule("image", _image_as_link)
 
 # A diff as (css class, line) rows, and as per-file rows for two columns; the template escapes each line.
 register.filter("diff_lines", unified_rows)
