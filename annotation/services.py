@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from annotation.models import MAX_COMMENT, FlagClearance, ReviewMark, StepLabel, flag_key
+from core.audit import AuditAction, record
 from trajectories.models import Step, Trajectory
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,13 @@ def clear_flags(reviewer: User, trajectory: Trajectory, keys: Collection[str], r
         flags=[carried[key] for key in wanted],
         spec_version=current.scored_spec,
         reason=reason,
+    )
+    record(
+        reviewer,
+        AuditAction.CLEAR_FLAG,
+        current,
+        detectors=sorted({str(carried[key].get("detector")) for key in wanted}),
+        clearance=clearance.pk,
     )
     logger.info(
         "flags %s of trajectory %s cleared by user %s (spec %s)",

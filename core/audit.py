@@ -6,12 +6,16 @@ describes, so an action that rolls back leaves no record and a kept action alway
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
 
 from django.db import models
 
 from core.models import AuditEvent
+from core.redaction import Finding
 
 
 class AuditAction(StrEnum):
@@ -52,3 +56,46 @@ def record(
         target_label=target_label,
         detail=detail,
     )
+
+
+# One import of a hostile file could otherwise write a row per distinct field path it made up.
+MAX_REDACTION_EVENTS = 50
+_INDEX_RE = re.compile(r"\[\d+\]")
+
+
+RedactionCounts = Counter[tuple[str, str]]  # (rule, field with indices folded) -> how many
+
+
+def count_findings(findings: Iterable[Finding], into: RedactionCounts | None = None) -> RedactionCounts:
+    """Findings folded by rule and field (`steps[3].observation` -> `steps[].observation`).
+
+    An import keeps this running count rather than every finding: memory stays bounded by
+    the number of rules and fields, not by how many secrets a file holds.
+    """
+    counts: RedactionCounts = Counter() if into is None else into
+    counts.update((f.rule, _INDEX_RE.sub("[]", f.where)) for f in findings)
+    return counts
+
+
+def record_redactions(
+    actor: Any,
+    target: models.Model | str | None,
+    findings: Iterable[Finding] | RedactionCounts,
+    **detail: Any,
+) -> int:
+    """One REDACT event per rule and field, with a count; returns the number of events written.
+
+    Never the matched text: a finding carries only a fingerprint, and not even that is kept.
+    A field whose finding was reported but not replaced (a patch's context line) says
+    "(kept: ...)" in its `where`.
+    """
+    counts = findings if isinstance(findings, Counter) else count_findings(findings)
+    groups = counts.most_common()
+    if len(groups) > MAX_REDACTION_EVENTS:
+        rest: RedactionCounts = Counter()
+        for (rule, _where), count in groups[MAX_REDACTION_EVENTS:]:
+            rest[(rule, "(other fields)")] += count
+        groups = groups[:MAX_REDACTION_EVENTS] + rest.most_common()  # at most one more per rule
+    for (rule, where), count in groups:
+        record(actor, AuditAction.REDACT, target, where=where, rule=rule, count=count, **detail)
+    return len(groups)

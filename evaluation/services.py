@@ -9,6 +9,7 @@ from typing import Any, TypedDict
 from django.db import transaction
 from django.utils import timezone
 
+from core.audit import AuditAction, record
 from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
 from core.vocabulary import DEFAULT_BACKEND, CheckpointKind, PolicyKind, TrajectoryStatus
 from evaluation.isolation import check_isolation, describe
@@ -151,6 +152,7 @@ def start_eval(
         warning=warning,
         created_by=user if getattr(user, "pk", None) else None,
     )
+    record(user, AuditAction.LAUNCH, run, kind="eval", suite=suite.name, batch=batch.pk, forced=run.forced)
     logger.info("eval run %s started: batch %s, suite %s, n=%d, k=%s", run.pk, batch.pk, suite.name, n, k_values)
     return run
 
@@ -192,14 +194,17 @@ def refresh_eval(run: EvalRun) -> EvalRun:
     return run
 
 
-def cancel_eval(run: EvalRun) -> None:
+def cancel_eval(run: EvalRun, user: Any = None) -> None:
     """Stop a run: its batch's queued samples will not run, and it reports nothing (a partial
     pass@k over whichever samples finished would read as a real one)."""
-    if run.batch is not None and run.batch.status != RolloutBatch.Status.CANCELLED:
-        cancel_batch(run.batch)
-    EvalRun.objects.filter(pk=run.pk, status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]).update(
-        status=EvalRun.Status.CANCELLED, finished_at=timezone.now()
-    )
+    with transaction.atomic():
+        if run.batch is not None and run.batch.status != RolloutBatch.Status.CANCELLED:
+            cancel_batch(run.batch, user)
+        cancelled = EvalRun.objects.filter(
+            pk=run.pk, status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]
+        ).update(status=EvalRun.Status.CANCELLED, finished_at=timezone.now())
+        if cancelled:
+            record(user, AuditAction.CANCEL, run, kind="eval")
     logger.info("eval run %s cancelled", run.pk)
 
 

@@ -25,6 +25,7 @@ from django.contrib.auth.models import User as AuthUser
 from django.db import transaction
 from django.utils import timezone
 
+from core.audit import AuditAction, record
 from core.live import group_name, publish_on_commit
 from core.vocabulary import LiveGroup, RunStatus
 from training import data
@@ -84,6 +85,7 @@ def create_run(text_or_config: str | dict[str, Any], user: User = None, *, enque
             config_hash=config_hash(checked.config),
             created_by=user if isinstance(user, AuthUser) and user.pk else None,
         )
+        record(user, AuditAction.LAUNCH, run, kind="training", training_kind=checked.kind)
         directory = run_dir(run)
         try:
             train = data.prepare(checked.kind, directory, checked.training_set, checked.train_file)
@@ -190,6 +192,7 @@ def cancel_run(run: TrainingRun, user: User = None, grace: float = CANCEL_GRACE_
         locked.error = f"cancelled by {who}"
         locked.finished_at = timezone.now()
         locked.save(update_fields=["status", "error", "finished_at"])
+        record(user, AuditAction.CANCEL, locked, kind="training")
         publish_status(locked)
     _stop_local_group(locked, grace)
     logger.info("training run %s cancelled by %s", run.pk, who)
@@ -220,6 +223,7 @@ def resume_run(run: TrainingRun, user: User = None, *, enqueue: bool = True) -> 
         locked.finished_at = None
         locked.save(update_fields=["status", "resume_from", "error", "pgid", "worker", "heartbeat_at", "finished_at"])
         write_config(locked)
+        record(user, AuditAction.RESUME, locked, kind="training", checkpoint=checkpoint.pk, step=checkpoint.step)
         publish_status(locked)
         if enqueue:
             transaction.on_commit(lambda: enqueue_run(locked.pk))

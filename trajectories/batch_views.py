@@ -155,14 +155,14 @@ def batch_state(request: HttpRequest, batch_id: int) -> JsonResponse:
 @require_POST
 @role_required(RESEARCHER)
 def batch_cancel(request: HttpRequest, batch_id: int) -> HttpResponse:
-    cancel_batch(get_object_or_404(RolloutBatch, pk=batch_id))
+    cancel_batch(get_object_or_404(RolloutBatch, pk=batch_id), request.user)
     return redirect("batches:detail", batch_id=batch_id)
 
 
 @require_POST
 @role_required(RESEARCHER)
 def batch_resume(request: HttpRequest, batch_id: int) -> HttpResponse:
-    resume_batch(get_object_or_404(RolloutBatch, pk=batch_id))
+    resume_batch(get_object_or_404(RolloutBatch, pk=batch_id), user=request.user)
     return redirect("batches:detail", batch_id=batch_id)
 
 

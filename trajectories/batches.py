@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from core import states
+from core.audit import AuditAction, record
 from core.limits import (
     MAX_NEW_TOKENS_DEFAULT,
     MAX_NEW_TOKENS_MAX,
@@ -31,6 +32,8 @@ from tasks.models import TaskSuite
 from trajectories.events import BatchStatusEvent, batch_live_group
 from trajectories.jobs import run_trajectory_job
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.policies.base import PolicyError
+from trajectories.policies.openai import check_server
 from trajectories.policies.registry import policy_registry
 from trajectories.progress import stale_running
 
@@ -65,8 +68,12 @@ def check_batch_settings(
 ) -> None:
     if policy_kind not in LAUNCHABLE_POLICIES:
         raise RolloutError(f"policy must be one of {', '.join(LAUNCHABLE_POLICIES)}")
-    if policy_kind == PolicyKind.OPENAI and not base_url:
-        raise RolloutError("the openai policy needs the server's base URL")
+    if policy_kind == PolicyKind.OPENAI:
+        try:
+            # Refused here, before anything is queued, as well as in the worker.
+            check_server(base_url)
+        except PolicyError as exc:
+            raise RolloutError(str(exc)) from None
     if not (
         SAMPLES_MIN <= samples <= SAMPLES_MAX
         and MAX_STEPS_MIN <= max_steps <= MAX_STEPS_MAX
@@ -153,6 +160,9 @@ def start_batch(
             for i in range(samples)
         ]
     )
+    # After the rows it describes: without a transaction around the caller, a failed insert
+    # leaves no launch on record.
+    record(user, AuditAction.LAUNCH, batch, kind="batch", suite=suite.name, policy=policy_kind, model=batch.model)
     logger.info(
         "batch %s created: suite %s, policy %s (%s), %d trajectories",
         batch.pk,
@@ -224,7 +234,7 @@ def requeue_lost_rollouts() -> int:
     return count
 
 
-def resume_batch(batch: RolloutBatch, stale_after: float = 120.0) -> int:
+def resume_batch(batch: RolloutBatch, stale_after: float = 120.0, user: Any = None) -> int:
     """Re-run only what is missing; a trajectory already finished is never run twice.
 
     A person's resume is the one way out of cancelled (core.states.reopen). A batch with
@@ -238,17 +248,19 @@ def resume_batch(batch: RolloutBatch, stale_after: float = 120.0) -> int:
         RolloutBatch.objects.filter(pk=batch.pk).exclude(status=RolloutBatch.Status.QUEUED).update(
             status=RolloutBatch.Status.QUEUED, finished_at=None
         )
+        record(user, AuditAction.RESUME, batch, kind="batch")
     batch.refresh_from_db(fields=["status", "finished_at"])
     return enqueue_missing(batch, stale_after)
 
 
-def cancel_batch(batch: RolloutBatch) -> bool:
+def cancel_batch(batch: RolloutBatch, user: Any = None) -> bool:
     """Stop a batch: queued trajectories never run; running ones stop at once (trajectories.runner
     watches for this). False when the batch had already ended."""
     with transaction.atomic():
         if not states.transition(batch, states.CANCELLED, finished_at=timezone.now()):
             return False
         left = states.transition_all(batch.trajectories.filter(status=Trajectory.Status.QUEUED), states.CANCELLED)
+        record(user, AuditAction.CANCEL, batch, kind="batch", queued_left=left)
         event: BatchStatusEvent = {"kind": "status", "status": RolloutBatch.Status.CANCELLED}
         publish_on_commit(batch_live_group(batch.pk), event)
     logger.info("batch %s cancelled; %d queued trajectories will not run", batch.pk, left)

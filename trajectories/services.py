@@ -1,7 +1,13 @@
-"""Verbs that change trajectories: import from JSONL (export lives in exports.py)."""
+"""Verbs that change trajectories: import from JSONL (export lives in exports.py).
+
+Every imported record passes through core.redaction before it is stored: secrets, internal
+host names and personal data in prompts, observations, actions, thoughts and patches become
+`[REDACTED:<rule>]`, and the audit log says which rule fired in which field how often.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +18,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from core import audit
+from core.audit import count_findings, record_redactions
+from core.redaction import Finding, redact_patch, redact_record, redact_text
 from tasks.models import Task
 from trajectories.bulk import insert_steps, step_row
 from trajectories.models import Trajectory, duplicate_rate
@@ -32,6 +41,39 @@ class TrajectoryImportResult:
     created: int = 0
     skipped: int = 0
     steps: int = 0
+    redacted: int = 0  # secrets, hosts and personal data replaced by placeholders
+
+
+# What a record says in its own words, and so what may hold a secret. Ids, hashes, numbers
+# and vocabulary (action types, sources) are left as they are: they are what joins and
+# replays rely on. A step's action_input is redacted too: replaying a redacted call writes
+# the placeholder, which is the point.
+RECORD_TEXT = ("prompt", "policy_model")
+RECORD_JSON = ("policy", "sandbox", "extra", "claimed")
+STEP_TEXT = ("observation", "thought")
+STEP_JSON = ("action_input", "extra")
+
+
+def redact_trajectory_record(record: dict[str, Any]) -> list[Finding]:
+    """Redact a checked record in place; the findings name fields as `trajectory.steps[2].observation`."""
+    findings: list[Finding] = []
+    for name in RECORD_TEXT:
+        record[name], found = redact_text(record[name], f"trajectory.{name}")
+        findings.extend(found)
+    for name in RECORD_JSON:
+        record[name], found = redact_record(record[name], f"trajectory.{name}")
+        findings.extend(found)
+    # The patch is applied to the task's repository when it is scored: only what it adds changes.
+    record["patch"], found = redact_patch(record["patch"], "trajectory.patch")
+    findings.extend(found)
+    for index, step in enumerate(record["steps"]):
+        for name in STEP_TEXT:
+            step[name], found = redact_text(step[name], f"trajectory.steps[{index}].{name}")
+            findings.extend(found)
+        for name in STEP_JSON:
+            step[name], found = redact_record(step[name], f"trajectory.steps[{index}].{name}")
+            findings.extend(found)
+    return findings
 
 
 def _strip_nuls(value: Any) -> Any:
@@ -72,7 +114,11 @@ def read_records(fh: IO[bytes], on_bytes: Callable[[int], None] | None = None) -
 
 
 def import_trajectories(
-    path: Path, on_bytes: Callable[[int], None] | None = None, *, allow_unknown_tasks: bool = False
+    path: Path,
+    on_bytes: Callable[[int], None] | None = None,
+    *,
+    allow_unknown_tasks: bool = False,
+    actor: Any = None,
 ) -> TrajectoryImportResult:
     """Import a trajectory JSONL file in one transaction.
 
@@ -80,15 +126,18 @@ def import_trajectories(
     was; records whose trajectory_id is already stored are skipped, so importing the
     same file twice adds nothing. A record for a task this database does not have is
     refused (a typo'd task id would otherwise make a trajectory nothing can score or
-    replay) unless `allow_unknown_tasks`, which keeps it unlinked.
+    replay) unless `allow_unknown_tasks`, which keeps it unlinked. What redaction replaced is
+    recorded in the audit log (by rule and field, never the text), in the same transaction.
     """
     result = TrajectoryImportResult()
+    redactions: Counter[tuple[str, str]] = Counter()
     tasks: dict[str, tuple[int, int] | None] = {}
     with path.open("rb") as fh, transaction.atomic():
         chunk: list[dict[str, Any]] = []
         chunk_steps = 0
         for record in read_records(fh, on_bytes):
             result.lines += 1
+            count_findings(redact_trajectory_record(record), into=redactions)
             chunk.append(record)
             chunk_steps += len(record["steps"])
             if len(chunk) >= CHUNK_TRAJECTORIES or chunk_steps >= CHUNK_STEPS:
@@ -96,6 +145,13 @@ def import_trajectories(
                 chunk, chunk_steps = [], 0
         if chunk:
             _insert_chunk(chunk, tasks, result, allow_unknown_tasks)
+        result.redacted = sum(n for (_rule, where), n in redactions.items() if "(kept" not in where)
+        # A skipped duplicate was redacted and counted like the rest: the counts say what the
+        # file held, which is what someone tracing a leaked secret needs.
+        target = f"trajectory import {path.name}"
+        counts = {"created": result.created, "skipped": result.skipped, "redacted": result.redacted}
+        audit.record(actor, audit.AuditAction.IMPORT, target, **counts)
+        record_redactions(actor, target, redactions, source=path.name)
     return result
 
 
