@@ -25,11 +25,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
-
-import orjson
 
 from annotation.agreement_report import verdict
 from annotation.models import Comparison, ComparisonSet, Judgement
@@ -39,7 +36,7 @@ from trajectories.models import Step
 
 # Pairs per database round trip; both sides' steps of a chunk are in memory at once.
 CHUNK_PAIRS = 50
-# Rows per Parquet row group.
+# Rows per Parquet row group (the export layer, webapp.export_kinds, reads it when an export starts).
 PARQUET_ROWS = 256
 # Key order kept: the chat template renders the schemas with tojson, so sorted keys would be
 # another text than the one the policy was shown.
@@ -136,15 +133,6 @@ def _row(
     return row
 
 
-def write_jsonl(rows: Iterable[dict[str, Any]], path: Path) -> int:
-    count = 0
-    with path.open("wb") as fh:
-        for row in rows:
-            fh.write(orjson.dumps(row) + b"\n")
-            count += 1
-    return count
-
-
 def parquet_schema(margin: bool = True) -> Any:
     """Explicit, so every row group has the same types whatever keys its messages happen to use."""
     import pyarrow as pa
@@ -185,25 +173,3 @@ def parquet_schema(margin: bool = True) -> Any:
         ("resolution_note", pa.string()),
     ]
     return pa.schema(fields)
-
-
-def write_parquet(rows: Iterable[dict[str, Any]], path: Path, *, margin: bool = True) -> int:
-    """Row groups of PARQUET_ROWS rows, so memory holds one group whatever the set's size."""
-    # pyarrow is heavy to import and only this writer needs it.
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    schema = parquet_schema(margin)
-    count = 0
-    batch: list[dict[str, Any]] = []
-    with pq.ParquetWriter(path, schema) as writer:
-        for row in rows:
-            batch.append(row)
-            if len(batch) == PARQUET_ROWS:
-                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-                count += len(batch)
-                batch = []
-        if batch or count == 0:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
-            count += len(batch)
-    return count

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
-from django.urls import URLPattern
+from django.urls import URLPattern, path
 
-urlpatterns: list[URLPattern] = []
+from webapp.export_views import ExportView
+
+urlpatterns: list[URLPattern] = [path("<str:kind>/", ExportView.as_view(), name="export")]

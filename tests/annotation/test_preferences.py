@@ -150,7 +150,7 @@ def test_the_export_refuses_bad_input_and_leaves_no_file(cset: ComparisonSet, tm
     with pytest.raises(CommandError, match="export preferences needs --set NAME"):
         call_command("export", "preferences", "--out", str(out), verbosity=0)
     with pytest.raises(CommandError, match="tasks export only as jsonl"):
-        call_command("export", "tasks", "--format", "parquet", "--out", str(out), verbosity=0)
+        call_command("export", "tasks", "--format", "sft", "--out", str(out), verbosity=0)
     with pytest.raises(CommandError, match="--suite does not apply to a preferences export"):
         call_command("export", "preferences", "--set", cset.name, "--suite", "x", "--out", str(out), verbosity=0)
     with pytest.raises(CommandError, match="--keep-ties does not apply to a trajectories export"):
