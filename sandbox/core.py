@@ -34,6 +34,7 @@ from sandbox.hermetic import (
 )
 from sandbox.limits import Limits
 from sandbox.names import DEFAULT_BACKEND, BackendName
+from sandbox.private import private_dir
 from sandbox.results import ExecResult, TestReport
 
 logger = logging.getLogger(__name__)
@@ -151,8 +152,7 @@ class Sandbox:
         self.limits = limits or Limits()
         self.env = dict(env or {})
         self.base = base.resolve()
-        self.root = sandboxes_root() / f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-        self.root.mkdir()
+        self.root = private_dir(sandboxes_root(), f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
         self.closed = False
         # A sandbox dropped without close() (an exception, a forgotten with) still
         # cleans up when collected or at interpreter exit.
@@ -286,10 +286,11 @@ class Sandbox:
         if purged:
             # Every sandboxed command runs with bytecode writes off: only a planted cache gets here.
             logger.info("sandbox %s: purged %d bytecode entries before the test run", self.root.name, purged)
-        run_dir = self.root / "runs" / secrets.token_hex(8)
-        reports, harness = run_dir / "reports", run_dir / "harness"
-        reports.mkdir(parents=True)
-        reports.chmod(0o777)  # a backend may run the command as an unprivileged user
+        # Fresh and private for each run (0700, refused if already there): a backend that runs
+        # the command as another user is handed the reports folder (docker as root), so it
+        # never needs to be writable by everyone.
+        run_dir = private_dir(self.root, f"run-{secrets.token_hex(12)}")
+        reports, harness = private_dir(run_dir, "reports"), run_dir / "harness"
         local = self.backend.name == BackendName.LOCAL
         workspace_inside = str(self.workspace) if local else WORKSPACE_MOUNT
         reports_inside = str(reports) if local else f"/run/{secrets.token_hex(16)}"

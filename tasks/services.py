@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,13 +12,18 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
+from core.audit import AuditAction, record
 from core.live import group_name, publish_on_commit
 from core.vocabulary import LiveGroup, Split, values
+from tasks.archives import is_archive, tasks_root, unpack_archive
+from tasks.audit import record_task_import
 from tasks.jobs import validate_suite_job
 from tasks.models import Task, TaskSuite, ValidationRun
-from tasks.spec import TaskSpec
-from tasks.storage import put_tree, tree_path
-from tasks.taskdir import TaskDir, TaskDirError, find_task_dirs, read_task_dir
+from tasks.redaction import redact_task_dir
+from tasks.spec import DEFAULT_TEST_COMMAND, DEFAULT_TESTS_DEST, DEFAULT_TIMEOUT_SECONDS, TaskSpec
+from tasks.storage import TreeError, put_tree, tree_path
+from tasks.taskdir import TaskDir, TaskDirError, argument_path, find_task_dirs, read_task_dir
+from tasks.tree_cache import fetch_tree, publish_tree
 from tasks.validation import ValidationReport, validate
 
 DEFAULT_SUITE = "default"
@@ -29,7 +35,11 @@ class TaskStoreError(ValueError):
 
 def task_spec_for(task: Task) -> TaskSpec:
     """The plain-Python view of a stored task that scoring and validation run on."""
-    base, tests = tree_path(task.snapshot_hash), tree_path(task.tests_hash)
+    # On a worker host without a shared disk the trees come from the object store, once.
+    try:
+        base, tests = fetch_tree(task.snapshot_hash), fetch_tree(task.tests_hash)
+    except TreeError as exc:
+        raise TaskStoreError(f"task {task.task_id}: {exc}") from None
     if not base.is_dir() or not tests.is_dir():
         raise TaskStoreError(f"task {task.task_id}: its snapshot or tests are missing from the store under var/")
     return TaskSpec(
@@ -58,12 +68,14 @@ def import_task_dirs(
     split: str | None = None,
     progress: Callable[[Iterable[Path]], Iterable[Path]] = lambda it: it,
 ) -> TaskImportResult:
-    """Import one task directory or a folder of them into a suite.
+    """Import one task directory, a folder of them, or an archive of either into a suite.
 
     Every directory is read and checked before anything is written, so one bad task
     leaves the database as it was. Re-importing the same content changes nothing; a
     task whose content changed gets the new content and a new version.
     """
+    if is_archive(path) and not path.is_dir():
+        return _import_archive(path, suite_name, split, progress)
     parsed: list[TaskDir] = [read_task_dir(p) for p in progress(find_task_dirs(path))]
     seen: dict[str, Path] = {}
     for task in parsed:
@@ -76,10 +88,59 @@ def import_task_dirs(
     # The tree store is content-addressed: writing trees first is safe, since a
     # failed transaction below leaves only unreferenced copies, never wrong ones.
     for task in parsed:
-        put_tree(task.snapshot_dir)
-        put_tree(task.tests_dir)
+        _store_trees(task)
 
     return _save_tasks(parsed, suite_name or DEFAULT_SUITE, split)
+
+
+def _store_trees(task: TaskDir) -> None:
+    """Copy a checked task's trees into the store, insisting they still hold what was checked."""
+    for directory, checked in ((task.snapshot_dir, task.snapshot_hash), (task.tests_dir, task.tests_hash)):
+        # When the store already holds exactly what was checked, there is nothing to read again.
+        if not tree_path(checked).is_dir():
+            try:
+                stored, _ = put_tree(directory)
+            except TreeError as exc:
+                raise TaskDirError(f"{task.path}: {exc}") from None
+            if stored != checked:
+                # Someone changed (or swapped) the folder between our reading and our copying.
+                raise TaskDirError(f"{directory}: changed while it was being imported; import it again")
+        publish_tree(checked)  # other hosts fetch it by hash (no-op without shared storage)
+
+
+def _import_archive(
+    archive: Path, suite_name: str | None, split: str | None, progress: Callable[[Iterable[Path]], Iterable[Path]]
+) -> TaskImportResult:
+    # A fresh private folder (mkdtemp, 0700) that nobody else can have prepared or watch.
+    with tempfile.TemporaryDirectory(prefix="crucible-import-") as tmp:
+        unpack_archive(archive, Path(tmp))
+        try:
+            return import_task_dirs(tasks_root(Path(tmp)), suite_name, split, progress)
+        except TaskDirError as exc:
+            # Name the archive, not the temporary folder it was unpacked into.
+            raise TaskDirError(str(exc).replace(tmp, str(archive))) from None
+
+
+def task_spec_from_dir(path: Path) -> TaskSpec:
+    """Score a task directory from the store, never from the directory itself.
+
+    The directory gets the import's checks, then its trees are copied into the
+    content-addressed store and the spec points there: nothing a link in the directory
+    (or a change to it after the check) leads to can reach a sandbox.
+    """
+    task = read_task_dir(argument_path(path))
+    _store_trees(task)
+    meta = task.metadata
+    return TaskSpec(
+        task_id=task.task_id,
+        base_dir=tree_path(task.snapshot_hash),
+        tests_dir=tree_path(task.tests_hash),
+        fail_to_pass=tuple(meta.get("fail_to_pass", [])),
+        pass_to_pass=tuple(meta.get("pass_to_pass", [])),
+        tests_dest=meta.get("tests_dest", DEFAULT_TESTS_DEST),
+        test_command=meta.get("test_command", DEFAULT_TEST_COMMAND),
+        timeout_seconds=meta.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+    )
 
 
 @transaction.atomic
@@ -92,10 +153,12 @@ def _save_tasks(parsed: list[TaskDir], suite_name: str, split: str | None) -> Ta
     result = TaskImportResult(suite=suite.name)
     existing = {t.task_id: t for t in Task.objects.select_for_update().filter(task_id__in=[p.task_id for p in parsed])}
     for task in parsed:
+        redactions = redact_task_dir(task)  # before model_fields(): the version is of the clean text
         fields = task.model_fields()
         current = existing.get(task.task_id)
         if current is None:
-            Task.objects.create(task_id=task.task_id, suite=suite, **fields)
+            row = Task.objects.create(task_id=task.task_id, suite=suite, **fields)
+            record_task_import(row, task, redactions)
             result.created += 1
             continue
         if current.suite_id != suite.pk:
@@ -109,6 +172,7 @@ def _save_tasks(parsed: list[TaskDir], suite_name: str, split: str | None) -> Ta
         current.validation_status = Task.Validation.UNVALIDATED
         current.validation_report = {}
         current.save()
+        record_task_import(current, task, redactions)
         result.updated += 1
     return result
 
@@ -144,10 +208,12 @@ def validate_task(
 def start_validation_run(suite: TaskSuite, runs: int, user: User | AnonymousUser | None = None) -> ValidationRun:
     if runs < 1 or runs > 20:
         raise TaskDirError("runs must be between 1 and 20")
-    run = ValidationRun.objects.create(
-        suite=suite, runs=runs, total=suite.tasks.count(), created_by=user if isinstance(user, User) else None
-    )
-    transaction.on_commit(lambda: validate_suite_job.delay(run.pk))
+    with transaction.atomic():
+        run = ValidationRun.objects.create(
+            suite=suite, runs=runs, total=suite.tasks.count(), created_by=user if isinstance(user, User) else None
+        )
+        record(user, AuditAction.LAUNCH, run, kind="validation", suite=suite.name, runs=runs)
+        transaction.on_commit(lambda: validate_suite_job.delay(run.pk))
     return run
 
 

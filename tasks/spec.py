@@ -8,14 +8,17 @@ or from a task directory on disk) and run the hidden tests the same way.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from sandbox import Limits, Sandbox
-from sandbox.backends.base import Backend
+from sandbox.backends.base import Backend, SandboxError
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
+from tasks.trees import TreeError, check_tree, walk
 
 DEFAULT_TEST_COMMAND = "python -m pytest"
 DEFAULT_TESTS_DEST = "tests"
@@ -35,7 +38,13 @@ class TaskSpec:
 
     @classmethod
     def from_task_dir(cls, path: Path, timeout_seconds: int | None = None) -> TaskSpec:
-        """From a task directory (the task format of docs/formats.md) on disk, no database needed."""
+        """From a task directory (the task format of docs/formats.md) on disk, no database needed.
+
+        Read in place, so a link or special file anywhere in it is refused first, as on import;
+        the path itself is the caller's and may be a link. Scoring a directory a user hands
+        over goes through the store instead (`tasks.services.task_spec_from_dir`).
+        """
+        check_tree(path.resolve() if path.is_symlink() else path)
         meta = json.loads((path / "metadata.json").read_text())
         return cls(
             task_id=meta["task_id"],
@@ -52,9 +61,12 @@ class TaskSpec:
 def copy_hidden_tests(box: Sandbox, task: TaskSpec) -> None:
     """Hidden tests go in last, over anything the agent left at those paths.
 
-    The copy runs on the host, so it never writes through a link: a symlink (or a file)
-    where one of the hidden tests' directories or files goes is removed first, or the
-    copy would land wherever the link points, outside the workspace included.
+    The copy runs on the host, so it never reads or writes through a link. The tests are
+    read by descriptor (`tasks.trees.walk`): a link or special file among them is refused,
+    never followed to a host file (scoring takes them from the content-addressed store,
+    where there are none). In the workspace, a symlink (or a file) where one of the hidden
+    tests' directories or files goes is removed first, or the copy would land wherever the
+    link points, outside the workspace included.
     """
     relative = PurePosixPath(task.tests_dest)
     if relative.is_absolute() or ".." in relative.parts:
@@ -62,14 +74,21 @@ def copy_hidden_tests(box: Sandbox, task: TaskSpec) -> None:
     dest = box.workspace
     for part in relative.parts:
         dest = _real_dir(dest / part)
-    for source in sorted(task.tests_dir.rglob("*")):
-        target = dest / source.relative_to(task.tests_dir)
-        if source.is_dir():
-            _real_dir(target)
-            continue
-        if target.is_symlink() or target.exists():
-            _remove(target)
-        shutil.copy2(source, target)
+    try:
+        for entry in walk(task.tests_dir):
+            target = dest
+            *parents, name = entry.rel.split("/")
+            for part in parents:
+                target = _real_dir(target / part)
+            target = target / name
+            if target.is_symlink() or target.exists():
+                _remove(target)
+            mode = 0o755 if entry.info.st_mode & stat.S_IXUSR else 0o644
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open(target, flags, mode), "wb") as sink:
+                shutil.copyfileobj(os.fdopen(entry.fd, "rb", closefd=False), sink, 1 << 20)
+    except TreeError as exc:
+        raise SandboxError(f"{task.task_id}: hidden tests: {exc}") from None
 
 
 def _real_dir(path: Path) -> Path:

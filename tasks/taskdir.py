@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from core.vocabulary import TaskSource, values
-from tasks.storage import TreeError, hash_tree
+from tasks.storage import hash_tree
+from tasks.trees import TreeError, check_tree, open_dir, open_regular
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 MAX_STATEMENT_BYTES = 1 << 20
@@ -80,29 +83,58 @@ def task_version(statement: str, metadata: dict[str, Any], patch: str, snapshot_
 
 
 def is_task_dir(path: Path) -> bool:
-    return (path / "task.md").is_file() or (path / "metadata.json").is_file()
+    return os.path.lexists(path / "task.md") or os.path.lexists(path / "metadata.json")
+
+
+def argument_path(path: Path) -> Path:
+    """The operator's own path argument, with a link there followed once.
+
+    The operator chose that path; everything inside it is content, where a link is refused.
+    """
+    return path.resolve() if path.is_symlink() else path
 
 
 def find_task_dirs(path: Path) -> list[Path]:
+    path = argument_path(path)
     if not path.exists():
         raise TaskDirError(f"{path}: no such file or directory")
     if not path.is_dir():
         raise TaskDirError(f"{path}: not a task directory or a folder of task directories")
     if is_task_dir(path):
         return [path]
-    found = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    # Plain files beside the task dirs (a README) are not tasks; links and special files are
+    # kept so that reading them refuses them by name rather than skipping them silently.
+    found = sorted(p for p in path.iterdir() if not p.name.startswith(".") and not stat.S_ISREG(p.lstat().st_mode))
     if not found:
         raise TaskDirError(f"{path}: holds no task directories")
     return found
 
 
-def _read_text(path: Path, limit: int, what: str) -> str:
-    if path.stat().st_size > limit:
-        raise TaskDirError(f"{path}: {what} is larger than {limit} bytes")
+def _read_text(dir_fd: int, name: str, limit: int, what: str, where: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        fd, info = open_regular(name, dir_fd, name)
+    except TreeError as exc:
+        raise TaskDirError(f"{where}: {exc}") from None
+    with os.fdopen(fd, "rb") as fh:
+        if info.st_size > limit:
+            raise TaskDirError(f"{where}: {what} is larger than {limit} bytes")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise TaskDirError(f"{where}: {what} is larger than {limit} bytes")
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise TaskDirError(f"{path}: {what} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise TaskDirError(f"{where}: {what} is not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    # Universal newlines, as text-mode reading gave before: the same file keeps the same version.
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _exists(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
@@ -132,33 +164,50 @@ def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
 
 
 def read_task_dir(path: Path) -> TaskDir:
-    """Parse and check one task directory; hashes its trees but writes nothing."""
-    statement_path = path / "task.md"
-    if not statement_path.is_file():
+    """Parse and check one task directory; hashes its trees but writes nothing.
+
+    Everything is read through one descriptor of the directory, opened without following
+    a link, and a symbolic link, FIFO, device or socket anywhere inside is refused by path:
+    a `task.md` linked to a host secret would otherwise become a statement shown to
+    reviewers and exported, and a linked folder of tests would be skipped without a word.
+    """
+    try:
+        dir_fd = open_dir(path)
+    except TreeError as exc:
+        raise TaskDirError(str(exc)) from None  # names the path: a link, a file, or nothing there
+    try:
+        return _read_task_dir(path, dir_fd)
+    except TreeError as exc:
+        raise TaskDirError(f"{path}: {exc}") from None
+    finally:
+        os.close(dir_fd)
+
+
+def _read_task_dir(path: Path, dir_fd: int) -> TaskDir:
+    check_tree(Path("."), dir_fd)
+    if not _exists(dir_fd, "task.md"):
         raise TaskDirError(f"{path}: task.md is missing")
-    meta_path = path / "metadata.json"
-    if not meta_path.is_file():
+    if not _exists(dir_fd, "metadata.json"):
         raise TaskDirError(f"{path}: metadata.json is missing")
     try:
-        raw_meta = json.loads(_read_text(meta_path, 1 << 20, "metadata.json"))
+        raw_meta = json.loads(_read_text(dir_fd, "metadata.json", 1 << 20, "metadata.json", path))
     except json.JSONDecodeError as exc:
         raise TaskDirError(f"{path}: metadata.json is not valid JSON (line {exc.lineno}: {exc.msg})") from None
     meta = check_metadata(raw_meta, path)
-    statement = _read_text(statement_path, MAX_STATEMENT_BYTES, "task.md")
+    statement = _read_text(dir_fd, "task.md", MAX_STATEMENT_BYTES, "task.md", path)
     if not statement.strip():
         raise TaskDirError(f"{path}: task.md is empty")
-    snapshot_dir, tests_dir = path / "repo_snapshot", path / "tests"
-    for d in (snapshot_dir, tests_dir):
-        if not d.is_dir():
-            raise TaskDirError(f"{path}: {d.name}/ is missing")
-    patch_path = path / "expected_patch"
-    patch = _read_text(patch_path, MAX_PATCH_BYTES, "expected_patch") if patch_path.is_file() else ""
-    task = TaskDir(path, meta["task_id"], statement, meta, patch, snapshot_dir, tests_dir)
-    try:
-        task.snapshot_hash, task.snapshot_files = hash_tree(snapshot_dir)
-        task.tests_hash, task.tests_files = hash_tree(tests_dir)
-    except TreeError as exc:
-        raise TaskDirError(f"{path}: {exc}") from None
+    for name in ("repo_snapshot", "tests"):
+        if not _exists(dir_fd, name):
+            raise TaskDirError(f"{path}: {name}/ is missing")
+        if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
+            raise TaskDirError(f"{path}: {name} must be a folder")
+    patch = ""
+    if _exists(dir_fd, "expected_patch"):
+        patch = _read_text(dir_fd, "expected_patch", MAX_PATCH_BYTES, "expected_patch", path)
+    task = TaskDir(path, meta["task_id"], statement, meta, patch, path / "repo_snapshot", path / "tests")
+    task.snapshot_hash, task.snapshot_files = hash_tree(Path("repo_snapshot"), dir_fd)
+    task.tests_hash, task.tests_files = hash_tree(Path("tests"), dir_fd)
     if not task.tests_files:
         raise TaskDirError(f"{path}: tests/ holds no hidden tests")
     return task

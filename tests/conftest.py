@@ -86,13 +86,20 @@ def purge_queues(queues: str) -> None:
         client.close()
 
 
-def start_worker(queues: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A real Celery worker process on the test database and the tests' Redis database."""
-    purge_queues(queues)
+def start_worker(
+    queues: str, env: dict[str, str] | None = None, purge: bool = True, name: str = ""
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A real Celery worker process on the test database and the tests' Redis database.
+
+    `env` adds to the worker's environment: its own CRUCIBLE_VAR_DIR makes it a separate host.
+    """
+    if purge:
+        purge_queues(queues)
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
         "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"]),
+        **(env or {}),
     }
     proc = subprocess.Popen(
         [
@@ -111,6 +118,7 @@ def start_worker(queues: str) -> Iterator[subprocess.Popen[bytes]]:
             "--without-heartbeat",
             "--loglevel",
             "WARNING",
+            *(["-n", name] if name else []),
         ],
         cwd=REPO,
         env=env,

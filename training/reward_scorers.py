@@ -17,8 +17,6 @@ from annotation.agreement_report import PairScorer
 from annotation.models import Comparison
 from core.vocabulary import CheckpointKind
 from training.models import Checkpoint
-from training.trainers.common import load_tokenizer
-from training.trainers.sft import plain_message
 from trajectories.conversation import TOOLS, RecordedStep, conversation
 from trajectories.models import Trajectory
 
@@ -76,6 +74,8 @@ def trajectory_score(checkpoint_id: int, path: str, trajectory: Trajectory) -> f
             return _scores[key]
     import torch
 
+    from training.trainers.sft import plain_message  # torch and transformers: only when scoring
+
     tokenizer, model = _load(path)
     statement = trajectory.task.statement if trajectory.task is not None else trajectory.prompt
     steps = [
@@ -103,6 +103,8 @@ def _load(path: str) -> tuple[Any, Any]:
             _models.move_to_end(path)
             return _models[path]
     from transformers import AutoModelForSequenceClassification
+
+    from training.trainers.common import load_tokenizer
 
     tokenizer = load_tokenizer(Path(path))
     model = AutoModelForSequenceClassification.from_pretrained(path).eval()

@@ -13,17 +13,16 @@ from rewards.services import RewardError, probe_secret, spec_from_option
 from rewards.spec import SpecError
 from sandbox import SandboxError
 from tasks.models import Task
-from tasks.services import TaskStoreError, task_spec_for
+from tasks.services import TaskStoreError, task_spec_for, task_spec_from_dir
 from tasks.spec import TaskSpec
-from tasks.taskdir import TaskDirError, read_task_dir
+from tasks.taskdir import TaskDirError
 
 
 def task_spec_from(ref: str) -> TaskSpec:
-    """A task id in the database, or a task directory on disk."""
+    """A task id in the database, or a task directory on disk (scored from the store it is copied into)."""
     path = Path(ref)
     if path.is_dir():
-        read_task_dir(path)  # the import's checks, for a clear error on a broken directory
-        return TaskSpec.from_task_dir(path)
+        return task_spec_from_dir(path)
     try:
         return task_spec_for(Task.objects.get(task_id=ref))
     except Task.DoesNotExist:

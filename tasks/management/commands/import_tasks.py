@@ -16,7 +16,10 @@ from tasks.taskdir import TaskDirError
 
 
 class Command(BaseCommand):
-    help = "Import task directories (one, or a folder of them) into a suite."
+    help = (
+        "Import task directories (one, a folder of them, or a .tar/.tar.gz/.zip of either) or SWE-bench JSONL "
+        "into a suite. Links and special files are refused, in folders and archives alike."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path)
