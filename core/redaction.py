@@ -61,10 +61,13 @@ __all__ = [
     "redact_patch",
     "redact_record",
     "redact_text",
+    "rules_version",
 ]
 
 DEFAULT_HOST_SUFFIXES = ("internal", "corp", "local", "lan", "intranet", "home.arpa")
 PLACEHOLDER_RE = r"\[REDACTED:[a-z0-9_]{1,40}\]"
+# Bump when the code around the patterns changes what is redacted (kept examples, passes).
+MODULE_RULES_REVISION = 1
 MAX_PASSES = 8  # far more than real text needs (one; two when secrets touch)
 RULE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 # Documented example credentials and domains: see the module docstring for why they stay.
@@ -259,6 +262,10 @@ class Redactor:
             rules.append(Rule(name, f"(?:{pattern})", word_start=False))
         self.rules = tuple(rules)
         self.rule_names = tuple(rule.name for rule in rules)
+        # What the rules are, in one short name: data redacted under these exact rules need not
+        # be scanned again (an export of trajectories redacted on import under the same rules).
+        canonical = "\n".join(f"{r.name}\0{r.pattern}\0{r.trigger_re}" for r in rules)
+        self.version = hashlib.sha256(f"{MODULE_RULES_REVISION}\n{canonical}".encode()).hexdigest()[:16]
         self._groups: dict[str, tuple[str, str | None, str | None]] = {}
         self._parts: list[str] = []
         for index, rule in enumerate(rules):
@@ -412,6 +419,11 @@ def configure(host_suffixes: Iterable[str] | None = None, patterns_file: Path | 
     extra = load_patterns(patterns_file) if patterns_file is not None else []
     _default = Redactor(DEFAULT_HOST_SUFFIXES if host_suffixes is None else tuple(host_suffixes), extra)
     return _default
+
+
+def rules_version() -> str:
+    """The version of the rules in force (see Redactor.version)."""
+    return _default.version
 
 
 def redact_text(text: str, where: str, *, redactor: Redactor | None = None) -> tuple[str, list[Finding]]:

@@ -38,6 +38,7 @@ TRAJECTORY_COLUMNS = (
     "created_at",
     "extra",
     "step_count",
+    "redacted_with",
 )
 JSON_COLUMNS = frozenset({"action_input", "reward_breakdown", "extra"})
 EMPTY_OBJECT = "{}"
@@ -63,6 +64,14 @@ def iter_trajectory_lines(
     final_reward, success and flags are the verified ones (null until scored); a claim
     from an imported file goes out under `claimed` (trajectories.schema).
     """
+    for line, _ in iter_trajectory_lines_redacted_with(queryset, outcomes):
+        yield line
+
+
+def iter_trajectory_lines_redacted_with(
+    queryset: QuerySet[Trajectory] | None = None, outcomes: OutcomeOverride | None = None
+) -> Iterator[tuple[bytes, str]]:
+    """`iter_trajectory_lines`, each line with the redaction rules version it was imported under."""
     qs = (queryset if queryset is not None else Trajectory.objects.all()).order_by("id")
     last = 0
     while True:
@@ -88,7 +97,7 @@ def iter_trajectory_lines(
             while pending is not None and pending["trajectory_id"] == row["id"]:
                 own.append(pending)
                 pending = next(step_rows, None)
-            yield record_bytes(row, own)
+            yield record_bytes(row, own), row["redacted_with"]
 
 
 def _step_rows(trajectory_pks: list[int]) -> Iterator[dict[str, Any]]:

@@ -56,6 +56,9 @@ class Trajectory(models.Model):
     replay_report = models.JSONField(default=dict, blank=True)  # the last replay's comparison
     # Top-level keys this schema does not know, kept so an export gives them back.
     extra = models.JSONField(default=dict, blank=True)
+    # The version of the redaction rules the record was redacted under on import (empty: never,
+    # e.g. an online rollout): an export under the same rules need not scan it again.
+    redacted_with = models.CharField(max_length=32, blank=True)
     created_at = models.DateTimeField()
     imported_at = models.DateTimeField(auto_now_add=True)
 

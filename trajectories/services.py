@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from core import audit
 from core.audit import count_findings, record_redactions
-from core.redaction import Finding, redact_patch, redact_record, redact_text
+from core.redaction import Finding, redact_patch, redact_record, redact_text, rules_version
 from tasks.models import Task
 from trajectories.bulk import insert_steps, step_row
 from trajectories.models import Trajectory, duplicate_rate
@@ -193,6 +193,7 @@ def _insert_chunk(
         fields["created_at"] = fields["created_at"] or now
         fields["step_count"] = len(record["steps"])
         fields["duplicate_rate"] = duplicate_rate([(st["action_type"], st["action_input"]) for st in record["steps"]])
+        fields["redacted_with"] = rules_version()  # every text field went through the rules in force
         rows.append(Trajectory(task_id=link[0] if link else None, suite_id=link[1] if link else None, **fields))
         fresh.append(record)
     if not rows:

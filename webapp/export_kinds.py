@@ -26,12 +26,12 @@ from annotation.models import ComparisonSet
 from annotation.preferences import iter_preference_rows, parquet_schema
 from core.audit import AuditAction
 from core.audit import record as audit
-from core.redaction import Finding, redact_patch, redact_record, redact_text
+from core.redaction import Finding, redact_patch, redact_record, redact_text, rules_version
 from tasks.exports import TaskExportError, iter_tasks, swebench_instance, task_record, taskdir_files
 from tasks.models import Task, TaskSuite
 from training.queries import export_lines, find_training_set
 from trajectories.conversation import TOOLS, RecordedStep, conversation
-from trajectories.exports import finished_only, iter_trajectory_lines
+from trajectories.exports import finished_only, iter_trajectory_lines_redacted_with
 from trajectories.interchange.episodes import EpisodeError, episode, load_tokenizer
 from trajectories.interchange.predictions import prediction
 from trajectories.models import Trajectory
@@ -186,19 +186,22 @@ class Rows:
     where: str  # the redaction path prefix
     # The same records as JSONL lines, when the kind reads them so (trajectories): a JSONL export
     # then passes a line on as it is unless redaction has something to replace in it.
-    lines: Iterator[bytes] | None = None
+    # Each line comes with the redaction rules version its trajectory was imported under.
+    lines: Iterator[tuple[bytes, str]] | None = None
 
 
 def trajectory_rows(options: ExportOptions) -> Rows:
     qs = _trajectory_queryset(options)
-    lines = iter_trajectory_lines(qs)
-    return Rows(_records(lines), qs.count(), "traj", "trajectories", "trajectory", lines)
+    lines = iter_trajectory_lines_redacted_with(qs)
+    return Rows(_records(line for line, _ in lines), qs.count(), "traj", "trajectories", "trajectory", lines)
 
 
 def training_set_rows(options: ExportOptions) -> Rows:
     found = _training_set(options)
-    lines = export_lines(found)
-    return Rows(_records(lines), len(found.trajectory_ids), "traj", "trajectories", "trajectory", lines)
+    lines = ((line, "") for line in export_lines(found))
+    return Rows(
+        _records(line for line, _ in lines), len(found.trajectory_ids), "traj", "trajectories", "trajectory", lines
+    )
 
 
 def task_rows(options: ExportOptions) -> Rows:
@@ -425,12 +428,22 @@ def _fires(json_text: str) -> bool:
     return bool(redact_text(JSON_ESCAPE.sub(" ", json_text), "")[1])
 
 
-def _redacted_lines(lines: Iterator[bytes], where: str, export: Export) -> Iterator[bytes]:
-    """`_redacted` and `_marked` for records that are already JSONL lines: decoded only when changed."""
+def _redacted_lines(lines: Iterator[tuple[bytes, str]], where: str, export: Export) -> Iterator[bytes]:
+    """`_redacted` and `_marked` for records that are already JSONL lines: decoded only when changed.
+
+    A trajectory redacted on import under the rules in force is not scanned again, but for its
+    flags: the reward service wrote those afterwards, with evidence from the test run.
+    """
     first = True
-    for line in lines:
+    current = rules_version()
+    for line, redacted_with in lines:
         if export.redacted:
-            if _fires(line.decode()):
+            if redacted_with == current:
+                flags = orjson.loads(line).get("flags")
+                fires = bool(flags) and _fires(orjson.dumps(flags).decode())
+            else:
+                fires = _fires(line.decode())
+            if fires:
                 row, findings = redact_row(orjson.loads(line), where)
                 export.tally.findings += len(findings)
                 line = orjson.dumps(row) + b"\n"

@@ -54,6 +54,8 @@ def planted(demo_suite: TaskSuite) -> dict[str, str]:
     step = Step.objects.filter(trajectory__task_ref="task_0001").order_by("trajectory_id", "step").first()
     assert step is not None
     Step.objects.filter(pk=step.pk).update(observation=f"AWS_ACCESS_KEY_ID={PLANTED}")
+    # Imported under rules older than today's: an export scans it again.
+    Trajectory.objects.update(redacted_with="rules-of-last-year")
     Task.objects.filter(task_id="task_0001").update(statement=f"Fix it. Our key {PLANTED} leaked.")
     members = [str(t) for t in Trajectory.objects.values_list("trajectory_id", flat=True)]
     TrainingSet.objects.create(name="all", version=1, trajectory_ids=members)
