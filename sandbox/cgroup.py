@@ -1,8 +1,13 @@
-"""A pids cgroup per command, when this process may create one (as root).
+"""The cgroups one command runs in, when this process may create them (as root): pids and memory.
 
-RLIMIT_NPROC does not hold back root, and sandboxes started by root map to root,
-so a fork bomb there is contained by a cgroup's pids.max instead. A cgroup also
-gives a reliable way to kill everything a command left running.
+RLIMIT_NPROC does not hold back root, and sandboxes started by root map to root, so a
+fork bomb there is contained by `pids.max` instead. RLIMIT_AS is per process: 256
+processes of 2 GB each, plus whatever they park in a tmpfs (which no rlimit sees), is
+not a memory limit. A memory cgroup counts all of it, tmpfs pages included, with swap
+off so nothing spills past it. A cgroup also gives a reliable way to kill everything a
+command left running, and, when the memory limit kills one process, all the others.
+
+cgroup v1 has one hierarchy per controller (a group in each); v2 has one for both.
 """
 
 from __future__ import annotations
@@ -12,65 +17,184 @@ import os
 import signal
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+
+from sandbox.limits import Limits
 
 logger = logging.getLogger(__name__)
 
-CANDIDATE_ROOTS = ("/sys/fs/cgroup/pids", "/sys/fs/cgroup/unified", "/sys/fs/cgroup")
-_warned: set[Path] = set()  # roots already reported unusable: once per process is enough
+CONTROLLERS = ("pids", "memory")
+GROUP_DIR = "crucible"
+# A group left by a process killed before it could remove it holds no process; one this old
+# is not a group some other process has just made and is about to move its command into.
+STALE_AFTER_S = 120.0
+_warned: set[str] = set()  # controllers already reported unusable: once per process is enough
+_reaped: set[Path] = set()  # parent dirs already swept of stale groups by this process
 
 
-def _usable_root() -> Path | None:
-    for root in map(Path, CANDIDATE_ROOTS):
-        procs = root / "cgroup.procs"
-        if not procs.exists() or not os.access(root, os.W_OK):
+@dataclass(frozen=True)
+class Hierarchy:
+    mount: Path
+    version: int  # 1 or 2
+    controllers: frozenset[str]
+
+
+def hierarchies() -> list[Hierarchy]:
+    """The cgroup hierarchies mounted here that carry a controller we use."""
+    found: list[Hierarchy] = []
+    try:
+        with open("/proc/self/mounts") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 4:
             continue
-        controllers = root / "cgroup.controllers"
-        if controllers.exists() and "pids" not in controllers.read_text().split():
-            continue  # a v2 hierarchy without the pids controller
-        return root
-    return None
+        mount, kind, options = Path(fields[1].replace("\\040", " ")), fields[2], set(fields[3].split(","))
+        if kind == "cgroup":
+            controllers = options & set(CONTROLLERS)
+            if controllers:
+                found.append(Hierarchy(mount, 1, frozenset(controllers)))
+        elif kind == "cgroup2":
+            try:
+                available = set((mount / "cgroup.controllers").read_text().split())
+            except OSError:
+                continue
+            if available & set(CONTROLLERS):
+                found.append(Hierarchy(mount, 2, frozenset(available & set(CONTROLLERS))))
+    # A v1 controller is used where v1 has it; v2 takes the rest (a hybrid host has both).
+    return sorted(found, key=lambda h: h.version)
 
 
-class PidsGroup:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.procs = str(path / "cgroup.procs")
+def _own_v1_path(hierarchy: Hierarchy) -> str:
+    """This process's group in a v1 hierarchy, so a sandbox stays inside the limits we run under."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return "/"
+    for line in lines:
+        _, names, path = line.split(":", 2)
+        if hierarchy.controllers & set(names.split(",")):
+            return path
+    return "/"
+
+
+def _parent_dir(hierarchy: Hierarchy) -> Path:
+    if hierarchy.version == 2:
+        # v2 forbids enabling controllers for children of a group that holds processes (ours
+        # does), so sandboxes go in a group of their own at the top, as before.
+        return hierarchy.mount / GROUP_DIR
+    own = hierarchy.mount / _own_v1_path(hierarchy).lstrip("/")
+    return (own if own.is_dir() else hierarchy.mount) / GROUP_DIR
+
+
+def _configure(group: Path, hierarchy: Hierarchy, controllers: set[str], limits: Limits) -> None:
+    memory = limits.memory_mb << 20
+    if "pids" in controllers:
+        (group / "pids.max").write_text(str(limits.pids))
+    if "memory" not in controllers:
+        return
+    if hierarchy.version == 2:
+        (group / "memory.max").write_text(str(memory))
+        if (group / "memory.swap.max").exists():
+            (group / "memory.swap.max").write_text("0")
+        # One process over the limit takes the whole command with it, as a group.
+        (group / "memory.oom.group").write_text("1")
+        return
+    (group / "memory.limit_in_bytes").write_text(str(memory))
+    if (group / "memory.memsw.limit_in_bytes").exists():
+        (group / "memory.memsw.limit_in_bytes").write_text(str(memory))  # memory + swap = memory: no swap
+    else:
+        (group / "memory.swappiness").write_text("0")  # no swap accounting on this kernel: ask for none
+
+
+def _enable_v2(parent: Path, controllers: set[str]) -> None:
+    wanted = " ".join(f"+{c}" for c in sorted(controllers))
+    for level in (parent.parent, parent):
+        enabled = set((level / "cgroup.subtree_control").read_text().split())
+        if not controllers <= enabled:
+            (level / "cgroup.subtree_control").write_text(wanted)
+
+
+class CommandGroup:
+    """One group per hierarchy for one command: created with its limits, removed after it."""
+
+    def __init__(self, paths: list[tuple[Path, Hierarchy, frozenset[str]]]) -> None:
+        self.paths = paths
+        self.procs = tuple(str(path / "cgroup.procs") for path, _, _ in paths)
+        self.memory = next(((p, h) for p, h, c in paths if "memory" in c), None)
 
     @classmethod
-    def create(cls, max_pids: int) -> PidsGroup | None:
-        root = _usable_root()
-        if root is None:
+    def create(cls, limits: Limits) -> CommandGroup | None:
+        """The command's groups with `limits.pids` and `limits.memory_mb` set; None when none could be made."""
+        if os.geteuid() != 0:
             return None
-        path = root / "crucible" / uuid.uuid4().hex
-        try:
-            path.mkdir(parents=True)
-            (path / "pids.max").write_text(str(max_pids))
-        except OSError as exc:
-            # RLIMIT_NPROC and the session kill still apply; only root's fork bombs get through.
-            if root not in _warned:
-                _warned.add(root)
-                logger.warning("no pids cgroup under %s (%s); commands run without one", root, exc)
+        name = uuid.uuid4().hex
+        made: list[tuple[Path, Hierarchy, frozenset[str]]] = []
+        wanted = set(CONTROLLERS)
+        for hierarchy in hierarchies():
+            controllers = hierarchy.controllers & wanted
+            if not controllers:
+                continue
+            parent = _parent_dir(hierarchy)
+            path = parent / name
             try:
-                path.rmdir()
-            except OSError:
-                pass  # mkdir itself failed: there is nothing to remove
-            return None
-        return cls(path)
+                parent.mkdir(exist_ok=True)
+                if parent not in _reaped:
+                    _reaped.add(parent)
+                    _reap_stale(parent)
+                if hierarchy.version == 2:
+                    _enable_v2(parent, set(controllers))
+                path.mkdir()
+                _configure(path, hierarchy, set(controllers), limits)
+            except OSError as exc:
+                # The rlimits and the session kill still apply; only this controller's bound is lost.
+                for controller in sorted(controllers - _warned):
+                    _warned.add(controller)
+                    logger.warning("no %s cgroup under %s (%s); commands run without one", controller, parent, exc)
+                _rmdir(path)
+                continue
+            made.append((path, hierarchy, frozenset(controllers)))
+            wanted -= controllers
+        for controller in sorted(wanted - _warned):
+            _warned.add(controller)
+            logger.warning("no writable cgroup hierarchy has the %s controller; commands run without it", controller)
+        return cls(made) if made else None
+
+    def oom_kills(self) -> int:
+        """How many processes the memory limit has killed so far."""
+        if self.memory is None:
+            return 0
+        path, hierarchy = self.memory
+        events = path / ("memory.events" if hierarchy.version == 2 else "memory.oom_control")
+        try:
+            for line in events.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            pass  # removed already, or an old kernel without the counter
+        return 0
 
     def pids(self) -> list[int]:
-        try:
-            return [int(p) for p in Path(self.procs).read_text().split()]
-        except (OSError, ValueError):
-            return []
+        found: set[int] = set()
+        for procs in self.procs:
+            try:
+                found.update(int(p) for p in Path(procs).read_text().split())
+            except (OSError, ValueError):
+                continue
+        return sorted(found)
 
     def kill_all(self) -> None:
-        kill_file = self.path / "cgroup.kill"
-        if kill_file.exists():
-            try:
-                kill_file.write_text("1")
-            except OSError as exc:
-                logger.debug("%s: cgroup.kill failed (%s); killing pid by pid", self.path, exc)
+        for path, hierarchy, _ in self.paths:
+            kill_file = path / "cgroup.kill"
+            if hierarchy.version == 2 and kill_file.exists():
+                try:
+                    kill_file.write_text("1")
+                except OSError as exc:
+                    logger.debug("%s: cgroup.kill failed (%s); killing pid by pid", path, exc)
         # cgroup v1 has no cgroup.kill: kill what is listed until nothing is, since a
         # fork bomb can add processes between the read and the kill.
         for _ in range(200):
@@ -83,18 +207,39 @@ class PidsGroup:
                 except ProcessLookupError:
                     pass  # exited between the listing and the kill
             time.sleep(0.005)
-        logger.error("%s: processes still running after 1 s of SIGKILL: %s", self.path, self.pids())
+        logger.error("%s: processes still running after 1 s of SIGKILL: %s", self.paths[0][0], self.pids())
 
     def remove(self) -> None:
         self.kill_all()
-        last: OSError | None = None
-        for _ in range(100):
-            try:
-                self.path.rmdir()
-                return
-            except FileNotFoundError:
-                return
-            except OSError as exc:  # EBUSY until the last killed process is gone
-                last = exc
-                time.sleep(0.01)
-        logger.error("%s: could not remove the cgroup: %s", self.path, last)
+        for path, _, _ in self.paths:
+            _rmdir(path, wait=True)
+
+
+def _reap_stale(parent: Path) -> None:
+    """Remove empty groups whose owner died before removing them (rmdir refuses one in use)."""
+    now = time.time()
+    for group in parent.iterdir():
+        try:
+            if (
+                group.is_dir()
+                and now - group.stat().st_mtime > STALE_AFTER_S
+                and not (group / "cgroup.procs").read_text()
+            ):
+                group.rmdir()
+        except OSError:
+            continue  # in use again, or removed by its owner meanwhile
+
+
+def _rmdir(path: Path, wait: bool = False) -> None:
+    last: OSError | None = None
+    for _ in range(100 if wait else 1):
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:  # EBUSY until the last killed process is gone
+            last = exc
+            time.sleep(0.01)
+    if wait:
+        logger.error("%s: could not remove the cgroup: %s", path, last)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox.cgroup import PidsGroup
+from sandbox.cgroup import CommandGroup
 from sandbox.limits import Limits
 from sandbox.results import ExecResult
 from sandbox.supervise import READ_CHUNK, STDERR, STDOUT, Exit, Output, supervise
@@ -21,13 +21,15 @@ from sandbox.supervise import READ_CHUNK, STDERR, STDOUT, Exit, Output, supervis
 logger = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
+# How often a running command's memory cgroup is asked whether its limit killed something.
+OOM_CHECK_S = 0.02
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _preexec(limits: Limits, cgroup_procs: str | None, parent: int) -> None:
+def _preexec(limits: Limits, cgroup_procs: tuple[str, ...], parent: int) -> None:
     """Runs in the child between fork and exec: everything here must be async-signal-safe-ish."""
-    if cgroup_procs is not None:
-        with open(cgroup_procs, "w") as fh:
+    for procs in cgroup_procs:
+        with open(procs, "w") as fh:
             fh.write("0")
     mb = 1024 * 1024
     for what, value in (
@@ -65,7 +67,7 @@ def run_process(
     """
     started = time.monotonic()
     parent = os.getpid()
-    cgroup = PidsGroup.create(limits.pids) if os.geteuid() == 0 else None
+    cgroup = CommandGroup.create(limits)
     status_r = status_w = -1
     argv = list(argv)
     if status_fd:
@@ -81,7 +83,7 @@ def run_process(
             stderr=subprocess.PIPE,
             start_new_session=True,
             pass_fds=(status_w,) if status_fd else (),
-            preexec_fn=lambda: _preexec(limits, cgroup.procs if cgroup else None, parent),
+            preexec_fn=lambda: _preexec(limits, cgroup.procs if cgroup else (), parent),
         )
     except BaseException as exc:
         logger.error("%s: could not start %s: %s", name, argv[0], exc)
@@ -93,7 +95,7 @@ def run_process(
         raise
     if status_fd:
         os.close(status_w)
-    target = _Process(proc, f"{name} pid {proc.pid}", stdin, status_r if status_fd else None, started)
+    target = _Process(proc, f"{name} pid {proc.pid}", stdin, status_r if status_fd else None, started, cgroup)
     try:
         result = supervise(target, limits, workspace, started)
     finally:
@@ -116,9 +118,13 @@ class _Process:
         stdin: bytes | None,
         status_r: int | None,
         started: float,
+        cgroup: CommandGroup | None = None,
     ) -> None:
         assert proc.stdout is not None and proc.stderr is not None
         self.proc = proc
+        self.cgroup = cgroup
+        self.out_of_memory = False
+        self.next_oom_check = 0.0
         self.ident = ident
         self.started = started
         self.status_r = status_r
@@ -161,6 +167,7 @@ class _Process:
                 self.open_streams -= 1
                 continue
             seen.chunks.append((self.streams[fd], chunk))
+        self._check_memory()
         seen.closed = self.open_streams == 0
         seen.exited = self.proc.poll() is not None
         if seen.closed and not self.startup_ms:
@@ -191,11 +198,29 @@ class _Process:
             except OSError as exc:  # buffered bytes the command will never read; nothing to keep
                 logger.debug("%s: closing stdin: %s", self.ident, exc)
 
+    def _check_memory(self) -> None:
+        """When the memory limit has killed one process of the command, kill all of them.
+
+        cgroup v1's OOM killer takes one process at a time: a fork of memory hogs would
+        lose one hog, the rest would carry on (v2's memory.oom.group does this itself).
+        """
+        if self.cgroup is None or self.out_of_memory or time.monotonic() < self.next_oom_check:
+            return
+        self.next_oom_check = time.monotonic() + OOM_CHECK_S
+        if self.cgroup.oom_kills():
+            self.out_of_memory = True
+            logger.info("%s: the memory limit killed a process; killing the whole command", self.ident)
+            self.cgroup.kill_all()
+
     def wait(self, timeout: float) -> Exit | None:
         try:
-            return Exit(self.proc.wait(timeout=timeout))
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
+            self._check_memory()
             return None
+        self.next_oom_check = 0.0
+        self._check_memory()
+        return Exit(code, out_of_memory=self.out_of_memory)
 
     def kill(self) -> None:
         try:
@@ -212,7 +237,7 @@ class _Process:
         self.proc.stderr.close()
 
 
-def _kill_tree(proc: subprocess.Popen[bytes], cgroup: PidsGroup | None) -> None:
+def _kill_tree(proc: subprocess.Popen[bytes], cgroup: CommandGroup | None) -> None:
     """Nothing the command started outlives the call: its session, then its cgroup."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 
 MNT_DETACH = 2
+MS_NOSUID = 2
+MS_NODEV = 4
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -22,8 +24,10 @@ def can_mount() -> bool:
 
 def mount_tmpfs(path: Path, size_mb: int) -> bool:
     path.mkdir(parents=True, exist_ok=True)
-    options = f"size={size_mb}m,mode=0755,nosuid,nodev".encode()
-    return _libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", 0, options) == 0
+    # nosuid and nodev are mount flags: tmpfs refuses them as data options (EINVAL), and
+    # with them there the quota was never mounted at all.
+    options = f"size={size_mb}m,mode=0755".encode()
+    return _libc.mount(b"tmpfs", str(path).encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options) == 0
 
 
 def unmount(path: Path) -> None:

@@ -1,15 +1,19 @@
-"""The read-only runtime a sandboxed command sees: system dirs and one Python with pytest.
+"""The read-only runtime a sandboxed command sees: system dirs, one interpreter and the test runner.
 
-Only these paths are visible inside a sandbox besides the workspace; host secrets,
-the project's own files and `var/` are not among them.
+Only these paths are visible inside a sandbox besides the workspace; host secrets, the
+project's own files, `var/` and Crucible's own site-packages are not among them. The
+sandbox's `python` is the runner venv (sandbox/runner_env.py): the interpreter's standard
+library plus pytest, so a repository's imports find the repository's code or nothing.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 from dataclasses import dataclass, field
-from pathlib import Path
+
+from sandbox.runner_env import EMPTY_DIR, ensure_runner_env
 
 SYSTEM_DIRS = (
     "/usr",
@@ -27,24 +31,43 @@ USR_SYMLINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"),
 
 @dataclass(frozen=True)
 class Runtime:
-    """Host paths mounted read-only at the same place, and the PATH to use inside."""
+    """Host paths mounted read-only at the same place, and the PATH to use inside.
+
+    `hidden` are directories inside those paths that a backend covers with `empty`, an
+    empty directory mounted read-only: the base interpreter's site-packages, where
+    Crucible's packages are when it runs without a venv (and a pile of others when it
+    runs in one).
+    """
 
     ro_paths: tuple[str, ...]
     python: str
     path: str
     symlinks: tuple[tuple[str, str], ...] = field(default=USR_SYMLINKS)
+    hidden: tuple[str, ...] = ()
+    empty: str = ""
 
 
-def _python_prefixes() -> list[str]:
-    """The interpreter running Crucible and its venv, which has pytest installed."""
-    prefixes = {os.path.realpath(sys.prefix), os.path.realpath(sys.base_prefix)}
+def _base_prefixes() -> list[str]:
+    """The interpreter the runner venv is made from (its stdlib and binary), when not under /usr."""
+    prefixes = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.base_exec_prefix)}
     return sorted(p for p in prefixes if not p.startswith("/usr/"))
 
 
+def _base_site_packages(mounted: list[str]) -> list[str]:
+    base = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+    found = {os.path.realpath(sysconfig.get_paths(vars=base)[key]) for key in ("purelib", "platlib")}
+    return sorted(p for p in found if os.path.isdir(p) and any(p.startswith(m + "/") for m in mounted))
+
+
 def default_runtime() -> Runtime:
-    ro = [p for p in SYSTEM_DIRS if os.path.exists(p)]
-    ro += _python_prefixes()
-    venv_bin = str(Path(sys.prefix) / "bin")
-    # A venv's python is a symlink to the base interpreter; both prefixes are mounted.
-    python = str(Path(venv_bin) / "python") if os.path.exists(Path(venv_bin) / "python") else sys.executable
-    return Runtime(ro_paths=tuple(ro), python=python, path=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin")
+    runner = str(ensure_runner_env())
+    prefixes = _base_prefixes()
+    ro = [p for p in SYSTEM_DIRS if os.path.exists(p)] + prefixes + [runner]
+    runner_bin = f"{runner}/bin"
+    return Runtime(
+        ro_paths=tuple(ro),
+        python=f"{runner_bin}/python",
+        path=f"{runner_bin}:/usr/local/bin:/usr/bin:/bin",
+        hidden=tuple(_base_site_packages(prefixes)),
+        empty=f"{runner}/{EMPTY_DIR}",
+    )

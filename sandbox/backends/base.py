@@ -25,6 +25,8 @@ BASE_ENV = {
     "LANG": "C.UTF-8",
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
+    # No user site-packages: under the local backend, HOME=/tmp is the host's own /tmp.
+    "PYTHONNOUSERSITE": "1",
 }
 
 

@@ -55,20 +55,28 @@ class BwrapBackend(Backend):
             "--json-status-fd",
             "{status_fd}",
         ]
+        # Every writable tmpfs is sized within the memory limit (Limits.tmpfs_mb): bwrap's
+        # root, /dev and /dev/shm would otherwise each take up to half the host's RAM.
+        tmp_mb, shm_mb = limits.tmpfs_mb()
         # The private /tmp comes first: a runtime that lives under the host's /tmp (a
         # checkout there, as CI may use) is then mounted on top of it, not hidden by it.
-        cmd += ["--size", str(limits.workspace_mb * 1024 * 1024), "--tmpfs", "/tmp"]  # noqa: S108 - private
+        cmd += ["--size", str(tmp_mb << 20), "--tmpfs", "/tmp"]  # noqa: S108 - private
         for path in self.runtime.ro_paths:
             cmd += ["--ro-bind", path, path]
+        for path in self.runtime.hidden:
+            cmd += ["--ro-bind", self.runtime.empty, path]
         for target, link in self.runtime.symlinks:
             if not any(p == link for p in self.runtime.ro_paths):
                 cmd += ["--symlink", target, link]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", str(workspace), WORKSPACE_MOUNT]
+        cmd += ["--proc", "/proc", "--dev", "/dev", "--remount-ro", "/dev"]
+        cmd += ["--size", str(shm_mb << 20), "--tmpfs", "/dev/shm"]  # noqa: S108 - the sandbox's own
+        cmd += ["--bind", str(workspace), WORKSPACE_MOUNT]
         for host, inside in extra_ro_binds:
             cmd += ["--ro-bind", str(host), inside]
         for host, inside in extra_rw_binds:
             cmd += ["--bind", str(host), inside]
-        cmd += ["--chdir", WORKSPACE_MOUNT, "--clearenv"]
+        # Last, once every mount point is made: the root itself is a tmpfs the sandbox user owns.
+        cmd += ["--remount-ro", "/", "--chdir", WORKSPACE_MOUNT, "--clearenv"]
         for key, value in {**BASE_ENV, "PATH": self.runtime.path, **env}.items():
             cmd += ["--setenv", key, value]
         return [*cmd, "--", *argv]

@@ -151,9 +151,11 @@ class DockerBackend(Backend):
     ) -> dict[str, Any]:
         mounts = [Mount(WORKSPACE_MOUNT, str(workspace), type="bind", read_only=False)]
         mounts += [Mount(p, p, type="bind", read_only=True) for p in self.runtime.ro_paths]
+        mounts += [Mount(p, self.runtime.empty, type="bind", read_only=True) for p in self.runtime.hidden]
         mounts += [Mount(target, str(source), type="bind", read_only=True) for source, target in extra_ro_binds]
         mounts += [Mount(target, str(source), type="bind", read_only=False) for source, target in extra_rw_binds]
         memory = f"{limits.memory_mb}m"
+        tmp_mb, shm_mb = limits.tmpfs_mb()
         # RLIMIT_NPROC counts every process of the uid on the whole host, and all sandboxes
         # share uid 65534: at limits.pids, one fork bomb would starve every other sandbox's
         # fork(). The per-container cap is pids_limit (a cgroup); nproc is only the fallback.
@@ -163,9 +165,11 @@ class DockerBackend(Backend):
             network_mode="none",
             read_only=True,
             # The container's own /tmp, not the host's.
-            tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={limits.workspace_mb}m,mode=1777"},  # noqa: S108
+            tmpfs={"/tmp": f"rw,exec,nosuid,nodev,size={tmp_mb}m,mode=1777"},  # noqa: S108
+            # The container's memory cgroup counts its processes and its tmpfs pages alike.
             mem_limit=memory,
             memswap_limit=memory,  # same as memory: no swap to spill into
+            shm_size=f"{shm_mb}m",
             pids_limit=limits.pids,
             nano_cpus=1_000_000_000,
             ulimits=[

@@ -104,7 +104,8 @@ def test_it_runs_the_runtime_python_with_pytest(docker_backend: DockerBackend, w
         ["python", "-c", "import pytest, sys; print(pytest.__name__, sys.prefix)"], workspace, SMALL
     )
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.split() == ["pytest", sys.prefix]
+    # The runtime's python is the runner venv (pytest only), never Crucible's own environment.
+    assert result.stdout.split() == ["pytest", str(Path(docker_backend.runtime.python).parent.parent)]
 
 
 def test_it_runs_as_nobody_with_no_capabilities(docker_backend: DockerBackend, workspace: Path) -> None:
