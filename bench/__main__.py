@@ -14,9 +14,12 @@ from pathlib import Path
 
 from bench import (
     compare_page,
+    export_api,
     jsonl_io,
     learning,
     model_speed,
+    redaction,
+    real_history,
     review_pages,
     rollouts,
     sandbox_start,
@@ -30,14 +33,17 @@ BENCHES = {
     "sandbox_start": sandbox_start.run,
     "score_patch": score_patch.run,
     "validation": validation.run,
+    "real_history": real_history.run,
     "rollouts": rollouts.run,
     "review_pages": review_pages.run,
     "compare_page": compare_page.run,
+    "export_api": export_api.run,
     "jsonl_io": jsonl_io.run,
     "learning": learning.run,
     "model_speed": model_speed.run,
     "training_wrapper": training_wrapper.run,
     "scaling": scaling.run,
+    "redaction": redaction.run,
 }
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 

@@ -8,9 +8,9 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest
 from django.http.response import HttpResponseBase
-from rest_framework.permissions import BasePermission
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 
-from core.roles import REVIEWER, has_role
+from core.roles import RESEARCHER, REVIEWER, has_role
 
 
 def role_required(
@@ -39,3 +39,25 @@ class HasAnyRole(BasePermission):
 
     def has_permission(self, request: Any, view: Any) -> bool:
         return has_role(request.user, REVIEWER)
+
+
+class RolePermission(BasePermission):
+    """The UI's roles over the API: reviewers read, researchers write, admins do everything.
+
+    A viewset names its exceptions in `action_roles` ({action: minimum role}): judging a pair
+    is a reviewer's write; reading comparison sets is a researcher's read (their pages are
+    too, since they show which trajectory is which side).
+    """
+
+    message = HasAnyRole.message
+
+    def has_permission(self, request: Any, view: Any) -> bool:
+        roles: dict[str, str] = getattr(view, "action_roles", {})
+        minimum = roles.get(getattr(view, "action", None) or "") or (
+            REVIEWER if request.method in SAFE_METHODS else RESEARCHER
+        )
+        if has_role(request.user, minimum):
+            return True
+        if has_role(request.user, REVIEWER):
+            self.message = f"This needs the {minimum} role."
+        return False

@@ -4,28 +4,43 @@ from __future__ import annotations
 
 from typing import Any
 
+import django_filters
 from django.db.models import QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.permissions import BasePermission
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from core.roles import RESEARCHER, REVIEWER, has_role
-from core.vocabulary import LAUNCHABLE_POLICIES
+from core.api_filters import CreatedRangeFilterSet
+from core.vocabulary import LAUNCHABLE_POLICIES, RunStatus, choices
 from evaluation.forms import EvalRunForm
 from evaluation.models import EvalRun
 from evaluation.queries import eval_runs
 from evaluation.services import EvalError, refresh_eval
 
+EVAL_EXAMPLE = {
+    "id": 3,
+    "suite": "demo-test",
+    "policy_kind": "hf",
+    "model": "smollm2-135m-instruct",
+    "checkpoint": 5,
+    "samples": 5,
+    "k_values": [1, 5],
+    "temperature": 0.8,
+    "batch": 43,
+    "status": "succeeded",
+    "results": {"pass@1": 0.25, "pass@5": 0.5},
+    "isolation": {"overlap": 0},
+    "forced": False,
+    "warning": "",
+    "error": "",
+    "created_at": "2026-11-02T12:00:00Z",
+    "finished_at": "2026-11-02T12:20:00Z",
+}
 
-class ResearchersLaunch(BasePermission):
-    message = "Launching an evaluation needs the researcher role."
 
-    def has_permission(self, request: Any, view: Any) -> bool:
-        return has_role(request.user, RESEARCHER if request.method == "POST" else REVIEWER)
-
-
+@extend_schema_serializer(examples=[OpenApiExample("eval run", value=EVAL_EXAMPLE, response_only=True)])
 class EvalRunSerializer(serializers.ModelSerializer[EvalRun]):
     suite = serializers.CharField(source="suite.name", read_only=True)
     batch = serializers.IntegerField(source="batch_id", read_only=True)
@@ -55,6 +70,15 @@ class EvalRunSerializer(serializers.ModelSerializer[EvalRun]):
         read_only_fields = fields
 
 
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "pass@1 and pass@5 of a checkpoint",
+            value={"suite": "demo-test", "checkpoint": 5, "k": "1,5", "samples": 5},
+            request_only=True,
+        )
+    ]
+)
 class EvalRunLaunchSerializer(serializers.Serializer[dict[str, Any]]):
     """What POST takes (documentation for the schema; evaluation.forms.EvalRunForm validates it)."""
 
@@ -69,13 +93,25 @@ class EvalRunLaunchSerializer(serializers.Serializer[dict[str, Any]]):
     force = serializers.BooleanField(required=False, help_text="run despite a train/eval overlap (recorded)")
 
 
+class EvalRunFilter(CreatedRangeFilterSet):
+    suite = django_filters.CharFilter(field_name="suite__name")
+    status = django_filters.ChoiceFilter(choices=choices(RunStatus))
+    policy = django_filters.CharFilter(field_name="policy_kind")
+    checkpoint = django_filters.NumberFilter(field_name="checkpoint_id")
+
+    class Meta:
+        model = EvalRun
+        fields = ["suite", "status", "policy", "model", "checkpoint"]
+
+
 class EvalRunViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet[EvalRun]
 ):
     """Create takes {suite, policy | checkpoint, model, k: "1,5", samples, temperature, base_url, force}."""
 
     serializer_class = EvalRunSerializer
-    permission_classes = [ResearchersLaunch]
+    filterset_class = EvalRunFilter
+    lookup_value_converter = "int"
 
     def get_queryset(self) -> QuerySet[EvalRun]:
         return eval_runs()
@@ -87,16 +123,18 @@ class EvalRunViewSet(
     @extend_schema(request=EvalRunLaunchSerializer, responses={201: EvalRunSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         if not isinstance(request.data, dict):
-            return Response({"detail": "send a JSON object"}, status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({"non_field_errors": ["send a JSON object"]})
         data = dict(request.data.items())
         if isinstance(data.get("k"), list):
             data["k"] = ",".join(str(k) for k in data["k"])
         form = EvalRunForm(data)
         if not form.is_valid():
-            errors = {key: [str(e) for e in value] for key, value in form.errors.items()}
-            return Response(errors, status=status.HTTP_400_BAD_REQUEST)
+            errors = {
+                ("non_field_errors" if k == "__all__" else k): [str(e) for e in v] for k, v in form.errors.items()
+            }
+            raise ValidationError(errors)
         try:
             run = form.launch(request.user)
         except EvalError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+            raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response(self.get_serializer(run).data, status=status.HTTP_201_CREATED)

@@ -7,8 +7,11 @@ goes through paths.resolve and nothing follows a link out of the workspace.
 from __future__ import annotations
 
 import ast
+import errno
 import os
 import re
+import secrets
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,15 +34,33 @@ def read_file(workspace: Path, rel: str, max_bytes: int = MAX_READ_BYTES) -> tup
 
 
 def write_file(workspace: Path, rel: str, content: str) -> int:
+    """Write the whole file or nothing: a full workspace leaves the old content and says so."""
     path = resolve(workspace, rel)
     if path.is_dir():
         raise ToolError(f"{rel}: is a directory")
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode()
-    # O_NOFOLLOW: a link swapped in after resolve() still cannot redirect the write.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            mode = stat.S_IMODE(os.lstat(path).st_mode) if path.is_file() else 0o644
+        except FileNotFoundError:
+            mode = 0o644
+        # A fresh neighbour (O_EXCL: never a link planted there) renamed over the file: the
+        # rename replaces a link swapped in after resolve() rather than following it.
+        tmp = path.with_name(f".{path.name}.crucible-{secrets.token_hex(6)}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, mode)  # the umask may have taken bits the file had
+            os.replace(tmp, path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise ToolError(f"{rel}: not written, the workspace is full ({exc.strerror})") from None
+        raise ToolError(f"{rel}: not written ({exc.strerror})") from None
     return len(data)
 
 

@@ -1,12 +1,36 @@
+"""REST for task suites and tasks (read-only: tasks come in by import and builders)."""
+
 from __future__ import annotations
+
+from typing import Any
 
 import django_filters
 from django.db.models import Count, QuerySet
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
 from rest_framework import serializers, viewsets
+from rest_framework.decorators import action
+from rest_framework.request import Request
+from rest_framework.response import Response
 
+from core.api_filters import CreatedRangeFilterSet
 from tasks.models import Task, TaskSuite
 
 
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "suite",
+            value={
+                "name": "demo",
+                "split": "train",
+                "description": "Twelve small Python bugs",
+                "task_count": 12,
+                "created_at": "2026-11-02T09:00:00Z",
+            },
+            response_only=True,
+        )
+    ]
+)
 class SuiteSerializer(serializers.ModelSerializer[TaskSuite]):
     task_count = serializers.IntegerField(read_only=True)
 
@@ -15,42 +39,74 @@ class SuiteSerializer(serializers.ModelSerializer[TaskSuite]):
         fields = ["name", "split", "description", "task_count", "created_at"]
 
 
+TASK_EXAMPLE = {
+    "task_id": "task_0001",
+    "suite": "demo",
+    "statement": "parse_config drops the last line when the file has no trailing newline.",
+    "source": "manual",
+    "repo": "demo/configlib",
+    "base_commit": "3f2c1e0",
+    "license": "MIT",
+    "test_command": "python -m pytest -q tests",
+    "tests_dest": "tests",
+    "fail_to_pass": ["tests/test_config.py::test_last_line"],
+    "pass_to_pass": ["tests/test_config.py::test_empty"],
+    "visible_tests": [],
+    "timeout_seconds": 120,
+    "max_steps": 30,
+    "difficulty": "easy",
+    "tags": ["parsing"],
+    "metadata": {},
+    "expected_patch": "--- a/configlib.py\n+++ b/configlib.py\n...",
+    "snapshot_hash": "9b1d...",
+    "tests_hash": "c04e...",
+    "snapshot_files": [["configlib.py", 812]],
+    "version": "9b1d0c2a",
+    "validation_status": "valid",
+    "validation_report": {"fail_to_pass": {"before": "failed", "after": "passed"}, "runs": 3},
+    "created_at": "2026-11-02T09:00:00Z",
+    "updated_at": "2026-11-02T09:05:00Z",
+}
+
+
+@extend_schema_serializer(examples=[OpenApiExample("task", value=TASK_EXAMPLE, response_only=True)])
 class TaskSerializer(serializers.ModelSerializer[Task]):
     suite: serializers.SlugRelatedField[TaskSuite] = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
         model = Task
-        fields = [
-            "task_id",
-            "suite",
-            "statement",
-            "source",
-            "repo",
-            "base_commit",
-            "license",
-            "test_command",
-            "tests_dest",
-            "fail_to_pass",
-            "pass_to_pass",
-            "visible_tests",
-            "timeout_seconds",
-            "max_steps",
-            "difficulty",
-            "tags",
-            "metadata",
-            "expected_patch",
-            "snapshot_hash",
-            "tests_hash",
-            "snapshot_files",
-            "version",
-            "validation_status",
-            "validation_report",
-            "created_at",
-            "updated_at",
-        ]
+        fields = list(TASK_EXAMPLE)
 
 
-class TaskFilter(django_filters.FilterSet):
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "validation report",
+            value={
+                "task_id": "task_0001",
+                "version": "9b1d0c2a",
+                "validation_status": "valid",
+                "validation_report": TASK_EXAMPLE["validation_report"],
+            },
+            response_only=True,
+        )
+    ]
+)
+class ValidationSerializer(serializers.ModelSerializer[Task]):
+    """A task's last validation: do the fail-to-pass tests fail before and pass after the reference patch."""
+
+    class Meta:
+        model = Task
+        fields = ["task_id", "version", "validation_status", "validation_report"]
+
+
+class SuiteFilter(CreatedRangeFilterSet):
+    class Meta:
+        model = TaskSuite
+        fields = ["split"]
+
+
+class TaskFilter(CreatedRangeFilterSet):
     suite = django_filters.CharFilter(field_name="suite__name")
     tag = django_filters.CharFilter(method="filter_tag")
 
@@ -64,19 +120,30 @@ class TaskFilter(django_filters.FilterSet):
 
 
 class SuiteViewSet(viewsets.ReadOnlyModelViewSet[TaskSuite]):
+    """Task suites with their task counts."""
+
     serializer_class = SuiteSerializer
     lookup_field = "name"
-    filterset_fields = ["split"]
+    lookup_value_converter = "slug"
+    filterset_class = SuiteFilter
 
     def get_queryset(self) -> QuerySet[TaskSuite]:
         return TaskSuite.objects.annotate(task_count=Count("tasks"))
 
 
 class TaskViewSet(viewsets.ReadOnlyModelViewSet[Task]):
+    """Tasks, their frozen snapshot's hashes and their validation reports."""
+
     serializer_class = TaskSerializer
     lookup_field = "task_id"
-    lookup_value_regex = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+    lookup_value_converter = "str"  # task ids may hold dots
     filterset_class = TaskFilter
 
     def get_queryset(self) -> QuerySet[Task]:
         return Task.objects.select_related("suite")
+
+    @extend_schema(responses={200: ValidationSerializer}, filters=False)
+    @action(detail=True, methods=["get"], pagination_class=None, filterset_class=None)
+    def validation(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """The task's validation status and the report of its last validation run."""
+        return Response(ValidationSerializer(self.get_object()).data)

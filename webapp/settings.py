@@ -10,7 +10,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from core.env import envbool, envchoice, envint, envlist, envstr
+from core.env import envbool, envchoice, envint, envlist, envstr, secret_file
+from core.redaction import DEFAULT_HOST_SUFFIXES
 from core.vocabulary import DEFAULT_BACKEND, BackendName, values
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -26,13 +27,7 @@ def _secret_key() -> str:
     given = envstr("SECRET_KEY", "")
     if given:
         return given
-    path = VAR_DIR / "secret_key"
-    if not path.exists():
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(secrets.token_urlsafe(50))
-        tmp.chmod(0o600)
-        tmp.replace(path)
-    return path.read_text().strip()
+    return secret_file(VAR_DIR / "secret_key", lambda: secrets.token_urlsafe(50))
 
 
 SECRET_KEY = _secret_key()
@@ -56,6 +51,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "csp",
     "core",
     "webapp",
     "tasks",
@@ -68,6 +64,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -76,6 +73,43 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# The browser runs only Crucible's own files: statements, patches and observations are hostile
+# text, and should any of it ever slip past escaping, no inline script or style runs and nothing
+# loads from another host (a remote image in a statement was a beacon on every reviewer who
+# opened the task). Every page's script is a file under static/js/; plotly's and htmx's own
+# styles come from files too (templates/_plotly_head.html, the htmx-config in base.html), and
+# styles that scripts set on elements go through the CSSOM, which style-src does not govern.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        "connect-src": ["'self'"],  # 'self' covers the page's own ws:// and wss:// (/ws/)
+        "object-src": ["'none'"],
+        "base-uri": ["'none'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    },
+}
+
+# Behind TLS (a proxy that terminates it and sets X-Forwarded-Proto), CRUCIBLE_TLS=1 turns on
+# what `manage.py check --deploy` asks for: secure cookies, HSTS, redirects to https.
+CRUCIBLE_TLS = envbool("CRUCIBLE_TLS", False)
+if CRUCIBLE_TLS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = envbool("CRUCIBLE_TLS_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = envint("CRUCIBLE_HSTS_SECONDS", 31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = envbool("CRUCIBLE_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = envbool("CRUCIBLE_HSTS_PRELOAD", False)
+    if not SECURE_HSTS_PRELOAD:
+        # Preloading binds the whole domain to https in browsers for months; that is its
+        # owner's decision (CRUCIBLE_HSTS_PRELOAD=1), not a default to nag about.
+        SILENCED_SYSTEM_CHECKS = ["security.W021"]
 
 ROOT_URLCONF = "webapp.urls"
 ASGI_APPLICATION = "webapp.asgi.application"
@@ -168,11 +202,23 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["core.permissions.HasAnyRole"],
+    # Reviewers read, researchers write, as on the pages; a viewset's action_roles say otherwise.
+    "DEFAULT_PERMISSION_CLASSES": ["core.permissions.RolePermission"],
     "DEFAULT_PAGINATION_CLASS": "core.pagination.CreatedCursorPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "core.api_schema.ProblemAutoSchema",
+    "EXCEPTION_HANDLER": "core.api_errors.exception_handler",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "core.throttling.AnonThrottle",
+        "core.throttling.UserThrottle",
+        "core.throttling.LaunchThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": envstr("CRUCIBLE_API_RATE_ANON", "120/min"),
+        "user": envstr("CRUCIBLE_API_RATE_USER", "3000/min"),
+        "launch": envstr("CRUCIBLE_API_RATE_LAUNCH", "120/min"),
+    },
     "DEFAULT_RENDERER_CLASSES": [
         "rest_framework.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
@@ -188,8 +234,12 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "SERVE_PERMISSIONS": ["core.permissions.HasAnyRole"],
     "ENUM_NAME_OVERRIDES": {
-        "TaskSourceEnum": "tasks.models.Task.Source",
-        "TrajectorySourceEnum": "trajectories.models.Trajectory.Source",
+        "TaskSourceEnum": "core.api_schema.TASK_SOURCE",
+        "TrajectorySourceEnum": "core.api_schema.TRAJECTORY_SOURCE",
+        "RunStatusEnum": "core.api_schema.RUN_STATUS",
+        "TrajectoryStatusEnum": "core.api_schema.TRAJECTORY_STATUS",
+        "ComparisonChoiceEnum": "core.api_schema.COMPARISON_CHOICE",
+        "ComparisonStrategyEnum": "core.api_schema.COMPARISON_STRATEGY",
     },
 }
 
@@ -208,6 +258,10 @@ CRUCIBLE_REWARD_SPEC = envstr("CRUCIBLE_REWARD_SPEC", "")
 # The bundled model for the hf policy: `make setup` converts it here once. Kept under the
 # project's var/ even when CRUCIBLE_VAR_DIR points elsewhere (tests), so it is made once.
 CRUCIBLE_DEFAULT_MODEL = envstr("CRUCIBLE_DEFAULT_MODEL", str(BASE_DIR / "var" / "models" / "smollm2-135m-instruct"))
+# Redaction before training (core.redaction): host-name suffixes counted as internal, and a
+# file of extra `name = regex` patterns (empty: none). Read once at start-up; a bad file stops it.
+CRUCIBLE_REDACTION_HOST_SUFFIXES = envlist("CRUCIBLE_REDACTION_HOST_SUFFIXES", list(DEFAULT_HOST_SUFFIXES))
+CRUCIBLE_REDACTION_PATTERNS = envstr("CRUCIBLE_REDACTION_PATTERNS", "")
 # Licences a task's repository may have to be used for training without a person's say.
 CRUCIBLE_LICENSE_ALLOWLIST = envlist(
     "CRUCIBLE_LICENSE_ALLOWLIST",

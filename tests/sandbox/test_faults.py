@@ -151,3 +151,29 @@ def test_a_repository_larger_than_the_workspace_fails_to_start_and_leaves_nothin
             assert not box.workspace_quota
             assert box.exec(["true"]).killed_by == KillReason.WORKSPACE
     assert leftovers() == []
+
+
+def test_a_write_into_a_full_workspace_is_a_tool_error_that_leaves_the_old_file(tmp_path: Path) -> None:
+    import resource
+    import signal
+
+    from sandbox.paths import ToolError
+    from sandbox.tools import write_file
+
+    target = tmp_path / "module.py"
+    target.write_text("original = 1\n")
+    target.chmod(0o755)
+    # A file-size limit stands in for a full disk: the write fails part-way, as ENOSPC would.
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (4096, hard))
+    try:
+        with pytest.raises(ToolError, match="module.py: not written, the workspace is full"):
+            write_file(tmp_path, "module.py", "x" * 100_000)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        signal.signal(signal.SIGXFSZ, previous)
+    assert target.read_text() == "original = 1\n"  # whole or nothing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["module.py"]  # no half-written neighbour
+    write_file(tmp_path, "module.py", "changed = 2\n")
+    assert target.read_text() == "changed = 2\n" and target.stat().st_mode & 0o777 == 0o755

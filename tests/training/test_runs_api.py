@@ -34,7 +34,7 @@ def test_the_api_launches_a_run_and_answers_a_bad_config_field_by_field(
     client = api(researcher)
     bad = client.post("/api/v1/training-runs/", {"config": {"kind": "grpo", "rl": {"batch_size": 3}}}, format="json")
     assert bad.status_code == 400
-    assert set(bad.json()) >= {"model.base_model", "data.training_set", "rl.batch_size"}
+    assert set(bad.json()["errors"]) >= {"model.base_model", "data.training_set", "rl.batch_size"}
     assert TrainingRun.objects.count() == 0
     assert api(reviewer).post("/api/v1/training-runs/", {"config": config()}, format="json").status_code == 403
 
