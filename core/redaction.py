@@ -201,7 +201,9 @@ BUILTIN_RULES: tuple[Rule, ...] = (
 
 
 def _host_rule(suffixes: Iterable[str]) -> Rule:
-    names = sorted({s.strip(".").lower() for s in suffixes}, key=len, reverse=True)
+    # Longest first (a regex takes the first alternative that fits), then by name: the same
+    # pattern, and so the same rules version, in every process whatever its hash seed.
+    names = sorted({s.strip(".").lower() for s in suffixes}, key=lambda name: (-len(name), name))
     alternatives = "|".join(re.escape(n) for n in names)
     # Not followed by "(" or a word character: `threading.local()` and `self.local_x` are code.
     # Not preceded by "." or a word: the whole dotted name is the host, not its tail.

@@ -227,3 +227,18 @@ def test_placeholders_never_hold_the_secret(text: str) -> None:
     clean, _ = redact_text(text, "f")
     for secret in (AWS_KEY, AWS_SECRET, "MIIEowIBAAKCAQEAu1SU1", "pw12345", "jane@mailhost.io", "x" * 36):
         assert secret not in clean
+
+
+def test_the_rules_version_is_the_same_in_every_process() -> None:
+    # Exports skip what was redacted under the same version: a hash seed must not change it.
+    import subprocess
+    import sys
+
+    script = "from core import redaction; print(redaction.rules_version())"
+    versions = {
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env={"PYTHONHASHSEED": seed}, check=True
+        ).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(versions) == 1
