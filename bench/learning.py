@@ -121,7 +121,9 @@ def _sft_file(episodes: list[dict[str, Any]], path: Path) -> int:
 def _hf_rollouts(model: Path, task_dirs: list[Path], max_steps: int, max_new_tokens: int) -> dict[str, Any]:
     from trajectories.policies.hf import HFPolicy
 
-    policy = HFPolicy(str(model), temperature=0.0, seed=0, max_new_tokens=max_new_tokens)
+    # float32, as the model was trained: bfloat16 rounding may flip a near-tie in a long memorised call.
+    dtype = os.environ.get("BENCH_LEARNING_DTYPE", "float32")
+    policy = HFPolicy(str(model), temperature=0.0, seed=0, max_new_tokens=max_new_tokens, dtype=dtype)
     started = time.monotonic()
     try:
         episodes = [_episode(task_dir, policy, max_steps) for task_dir in task_dirs]
@@ -182,13 +184,13 @@ def run() -> dict[str, Any]:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     names = os.environ.get("BENCH_LEARNING_TASKS", DEFAULT_TASKS).split(",")
     task_dirs = [TASKS_DIR / name.strip() for name in names if name.strip()]
-    sft_steps = _env_int("BENCH_LEARNING_STEPS", 10)
-    rollout_steps = _env_int("BENCH_LEARNING_ROLLOUT_STEPS", 3)
-    new_tokens = _env_int("BENCH_LEARNING_NEW_TOKENS", 96)
-    # 1152 tokens hold the prompt (tools + statement, ~1000) and the first tool call; the whole
-    # oracle conversations are 1.9k-2.8k tokens (BENCH_LEARNING_MAX_LENGTH=3072 on a real machine).
-    max_length = _env_int("BENCH_LEARNING_MAX_LENGTH", 1152)
-    learning_rate = float(os.environ.get("BENCH_LEARNING_LR", "1e-4"))
+    sft_steps = _env_int("BENCH_LEARNING_STEPS", 30)
+    # The oracle's episodes are 4-5 steps; an edit_file call is up to ~600 tokens of JSON.
+    rollout_steps = _env_int("BENCH_LEARNING_ROLLOUT_STEPS", 5)
+    new_tokens = _env_int("BENCH_LEARNING_NEW_TOKENS", 768)
+    # The whole oracle conversations are 1.9k-2.8k tokens: all of each is learned.
+    max_length = _env_int("BENCH_LEARNING_MAX_LENGTH", 3072)
+    learning_rate = float(os.environ.get("BENCH_LEARNING_LR", "2e-4"))
     cpu_start, wall_start = _cpu_s(), time.monotonic()
     phases: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="crucible-learning-") as tmp:

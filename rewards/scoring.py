@@ -170,8 +170,8 @@ def _reward(
         flags += [Flag("inconsistent_test_run", problem) for problem in report.inconsistencies]
     valid = report.valid
     breakdown["test_run_valid"] = valid  # learned components (rewards.learned) apply only then
-    f2p = sum(report.outcome(t) == "passed" for t in task.fail_to_pass) if valid else 0
-    p2p = sum(report.outcome(t) == "passed" for t in task.pass_to_pass) if valid else 0
+    f2p = sum(report.passed(t) for t in task.fail_to_pass) if valid else 0
+    p2p = sum(report.passed(t) for t in task.pass_to_pass) if valid else 0
     f2p_total, p2p_total = len(task.fail_to_pass), len(task.pass_to_pass)
     pass_rate = f2p / f2p_total if f2p_total else 0.0
     outcome = spec.outcome

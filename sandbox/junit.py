@@ -1,4 +1,12 @@
-"""JUnit XML (pytest's xunit1 flavour) into per-test outcomes keyed by pytest node id.
+"""JUnit XML (pytest's xunit1 flavour) into per-test outcomes keyed by pytest node id, reconciled
+with pytest's own summary: the one reader of test outcomes for validation, rollouts and scoring.
+
+JUnit alone cannot tell everything apart: an xfail is a `skipped` of type `pytest.xfail`, a
+strict XPASS a `failure` whose message starts `[XPASS(strict)]`, a collection error an `error`
+"collection failure" on a pseudo test named after the module, and a non-strict XPASS a plain
+pass (in xunit1 and xunit2 alike). The harness asks pytest for `-rxX`, so the short summary
+names every XFAIL and XPASS; `reconcile` moves those passes to `xpassed` and reports any count
+on which the summary line and the report still disagree, with the ids that differ.
 
 The report is written by a process the agent's code runs in, so the file may be anything
 when the run ends: a FIFO (a plain open() blocks forever), a symlink to a device or a
@@ -9,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import time
 from pathlib import Path
@@ -16,11 +25,22 @@ from pathlib import Path
 from defusedxml import ElementTree
 from defusedxml.common import DefusedXmlException
 
-from sandbox.results import TestOutcome
+from sandbox.results import Outcome, TestOutcome
 
 MAX_REPORT_BYTES = 32 * 1024 * 1024
 READ_DEADLINE_SECONDS = 10.0
 _CHUNK = 1024 * 1024
+COLLECTION_FAILURE = "collection failure"
+XFAIL_TYPE = "pytest.xfail"
+STRICT_XPASS = "[XPASS(strict)]"
+SUMMARY_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+SHORT_SUMMARY_HEADER = " short test summary info "
+# `-rxX` lines: "XPASS tests/test_x.py::test_y - reason" (pytest 8 and 9).
+SHORT_LINE = re.compile(r"^(XFAIL|XPASS) (\S.*)$", re.MULTILINE)
+# Categories both the summary line and the report count the same way. Errors are left out:
+# pytest counts a teardown error beside the test's own pass, the report keeps the worse one.
+RECONCILED = (Outcome.PASSED, Outcome.XFAILED, Outcome.XPASSED, Outcome.SKIPPED)
+MAX_IDS_SHOWN = 10
 
 
 class ReportError(ValueError):
@@ -120,19 +140,93 @@ def parse(data: bytes) -> tuple[dict[str, TestOutcome], int]:
         except ValueError:
             raise ReportError(f"the JUnit report claims {suite.get('tests')!r} tests") from None
         for case in suite.iter("testcase"):
-            node = nodeid(case.get("file", ""), case.get("classname", ""), case.get("name", ""))
-            outcome, message = "passed", ""
-            for child, label in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
-                found = case.find(child)
-                if found is not None:
-                    outcome, message = label, (found.get("message") or "")[:500]
-                    break
-            try:
-                duration = float(case.get("time", "0") or 0)
-            except ValueError:
-                duration = 0.0
-            previous = outcomes.get(node)
+            test = _case(case)
+            previous = outcomes.get(test.nodeid)
             # pytest reports a test that fails in teardown twice; the worse outcome stands.
-            if previous is None or previous.outcome == "passed":
-                outcomes[node] = TestOutcome(node, outcome, duration, message)
+            if previous is None or previous.outcome == Outcome.PASSED:
+                outcomes[test.nodeid] = test
     return outcomes, claimed
+
+
+def _case(case: ElementTree.Element) -> TestOutcome:
+    file, classname, name = case.get("file", ""), case.get("classname", ""), case.get("name", "")
+    try:
+        duration = float(case.get("time", "0") or 0)
+    except ValueError:
+        duration = 0.0
+    for child, label in (("failure", Outcome.FAILED), ("error", Outcome.ERROR), ("skipped", Outcome.SKIPPED)):
+        found = case.find(child)
+        if found is None:
+            continue
+        message = (found.get("message") or "")[:500]
+        if label == Outcome.ERROR and message == COLLECTION_FAILURE and not classname:
+            # The pseudo test is named after the module; the file is what could not be collected.
+            where = file or name.replace(".", "/") + ".py"
+            return TestOutcome(where, Outcome.COLLECTION_ERROR, duration, _text(found))
+        node = nodeid(file, classname, name)
+        if label == Outcome.SKIPPED and found.get("type") == XFAIL_TYPE:
+            return TestOutcome(node, Outcome.XFAILED, duration, message, xfail=True)
+        if label == Outcome.FAILED and message.startswith(STRICT_XPASS):
+            return TestOutcome(node, Outcome.FAILED, duration, message, xfail=True)
+        return TestOutcome(node, label, duration, message)
+    return TestOutcome(nodeid(file, classname, name), Outcome.PASSED, duration)
+
+
+def _text(element: ElementTree.Element) -> str:
+    """The last lines of an error's text: for a collection error, the exception that stopped it."""
+    lines = (element.text or element.get("message") or "").strip().splitlines()
+    return "\n".join(lines[-3:])[:500]
+
+
+def summary_counts(stdout: str) -> dict[str, int] | None:
+    """The counts of pytest's last summary line ("3 passed, 1 xpassed in 0.2s"), or None without one."""
+    lines = [line for line in stdout.strip().splitlines() if " in " in line and SUMMARY_RE.search(line)]
+    if not lines:
+        return None
+    counts: dict[str, int] = {}
+    for number, word in SUMMARY_RE.findall(lines[-1]):
+        counts["error" if word.startswith("error") else word] = int(number)
+    return counts
+
+
+def short_summary(stdout: str, known: set[str]) -> dict[str, set[str]]:
+    """Node ids the `-rxX` lines name, by XFAIL / XPASS.
+
+    A node id may hold spaces (a parametrised id), so each line is matched against the
+    report's ids first; a line naming none of them keeps the text before its " - reason".
+    """
+    named: dict[str, set[str]] = {"XFAIL": set(), "XPASS": set()}
+    # Only pytest's own section counts, the one just above its last line: what the code under
+    # test printed elsewhere is not pytest speaking.
+    section = stdout.rpartition(SHORT_SUMMARY_HEADER)[2] if SHORT_SUMMARY_HEADER in stdout else ""
+    for kind, rest in SHORT_LINE.findall(section):
+        node = rest if rest in known else next((n for n in known if rest.startswith(n + " ")), "")
+        named[kind].add(node or rest.split(" - ")[0].strip())
+    return named
+
+
+def reconcile(tests: dict[str, TestOutcome], stdout: str) -> list[str]:
+    """Move summary-named XPASSes to `xpassed`; then every count on which report and summary disagree.
+
+    Each problem names both counts and the ids that differ, so a disagreement is read, never guessed.
+    """
+    counts = summary_counts(stdout)
+    if counts is None or not tests:
+        return []
+    named = short_summary(stdout, set(tests))
+    for node in named["XPASS"] & set(tests):
+        if tests[node].outcome == Outcome.PASSED:
+            tests[node].outcome, tests[node].xfail = Outcome.XPASSED, True
+    problems = []
+    for category in RECONCILED:
+        ids = sorted(n for n, t in tests.items() if t.outcome == category)
+        said = counts.get(category, 0)
+        if said == len(ids):
+            continue
+        problem = f"pytest's summary says {said} {category}, the report {len(ids)}"
+        listed = named.get({Outcome.XFAILED: "XFAIL", Outcome.XPASSED: "XPASS"}.get(category, ""))
+        if listed is not None:
+            differ = sorted(set(ids) ^ listed)
+            problem += f" (ids that differ: {', '.join(differ[:MAX_IDS_SHOWN]) or 'none named by -rxX'})"
+        problems.append(problem)
+    return problems

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from sandbox.names import KillReason
@@ -26,12 +27,32 @@ class ExecResult:
         return asdict(self)
 
 
+class Outcome(StrEnum):
+    """What one test did, in pytest's own words (its summary line counts the same categories)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERROR = "error"
+    SKIPPED = "skipped"
+    XFAILED = "xfailed"
+    XPASSED = "xpassed"
+    # The test file could not be imported: no test in it ran. Keyed by the file's path.
+    COLLECTION_ERROR = "collection_error"
+
+
+# A test that ran its body and met its assertions: an XPASS did, whatever its marker expected.
+PASSING = frozenset({Outcome.PASSED, Outcome.XPASSED})
+
+
 @dataclass
 class TestOutcome:
     nodeid: str
-    outcome: str  # passed | failed | error | skipped
+    outcome: str  # an Outcome
     duration_s: float = 0.0
     message: str = ""
+    # Marked xfail (xfailed, xpassed, or a strict XPASS reported as failed): its outcome says
+    # what the marker expected as much as what the code does, so it never enters a task's lists.
+    xfail: bool = False
 
 
 @dataclass
@@ -53,6 +74,14 @@ class TestReport:
     @property
     def valid(self) -> bool:
         return not self.inconsistencies and not self.unsafe
+
+    @property
+    def collection_errors(self) -> list[str]:
+        """Test files that could not be imported (their tests never ran)."""
+        return sorted(n for n, t in self.tests.items() if t.outcome == Outcome.COLLECTION_ERROR)
+
+    def passed(self, nodeid: str) -> bool:
+        return self.outcome(nodeid) in PASSING
 
     def outcome(self, nodeid: str) -> str:
         """A test's outcome; one that is missing from the report did not pass."""

@@ -12,6 +12,9 @@ class TaskSuite(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     split = models.CharField(max_length=16, choices=choices(Split), default=Split.TRAIN)
     description = models.TextField(blank=True)
+    # How the last builder run went (tasks.builders.report.BuildReportJSON): candidates, built,
+    # valid, and every skipped candidate with its reason. Empty for imported suites.
+    build_report = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

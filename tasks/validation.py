@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,8 @@ from patches import PatchError, parse
 from sandbox import Limits, ToolError
 from sandbox.backends.base import Backend
 from sandbox.names import DEFAULT_BACKEND
-from sandbox.results import TestReport
+from sandbox.results import Outcome, TestReport
+from tasks.builders import statements
 from tasks.spec import TaskSpec, run_task_tests
 
 logger = logging.getLogger(__name__)
@@ -50,11 +51,16 @@ SECRET_PLUGINS = [
 ]
 DANGEROUS = re.compile(
     r"rm\s+-rf\s+/|\bmkfs\b|\bdd\s+if=|:\(\)\s*\{|\bcurl\b|\bwget\b|\bsudo\b|\bchmod\s+777\b|\bnc\s+-e\b|"
-    r"\bshutdown\b|\breboot\b|/etc/passwd|\bos\.system\(|\bshell\s*=\s*True"
+    # The shell's shutdown and reboot, not a method of that name (`sock.shutdown(socket.SHUT_RDWR)`).
+    r"(?<![.\w])(?:shutdown|reboot|poweroff)\s+(?:-\w+|now\b|\+\d)|[\"'](?:shutdown|reboot|poweroff)[\"']|"
+    r"/etc/passwd|\bos\.system\(|\bshell\s*=\s*True"
 )
 # Repository paths a statement points the agent at: anything with a directory part, or
 # a Python module. A bare "local.cfg" is usually the user's file, not the repo's.
 PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.\w+|[\w-]+\.py)\b")
+# A test file that cannot be imported must not hide the outcomes of every other file: pytest
+# would stop the whole run, and each test would look "missing" on the base.
+VALIDATION_ARGS = ("--continue-on-collection-errors",)
 HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 LICENSE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING", "COPYING.txt")
 LICENSE_SIGNATURES = [
@@ -88,15 +94,13 @@ class ValidationReport:
     needs_review: bool
     runs: int
     test_seconds: float
+    # tasks.builders.statements.StatementQuality: shown on the task page, a threshold if asked for.
+    statement_quality: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["reasons"] = [c.reason for c in self.checks if not c.ok]
         return data
-
-
-def _outcomes(report: TestReport) -> dict[str, str]:
-    return {node: t.outcome for node, t in report.tests.items()}
 
 
 def detect_license(snapshot: Path, declared: str, allowlist: list[str]) -> tuple[Check, str | None]:
@@ -200,44 +204,28 @@ def validate(
     backend: Backend | str = DEFAULT_BACKEND,
     limits: Limits | None = None,
     progress: Callable[[str], None] = lambda _: None,
+    min_statement_quality: float = 0.0,
 ) -> ValidationReport:
     checks: list[Check] = []
-    seconds = 0.0
-    base_runs: list[dict[str, str]] = []
-    fixed_runs: list[dict[str, str]] = []
-    executable = True
-    for i in range(runs):
-        progress(f"base run {i + 1}/{runs}")
-        report = run_task_tests(task, None, backend, limits)
-        seconds += report.exec.duration_ms / 1000
-        if not report.tests:
-            executable = False
-            checks.append(
-                Check(
-                    "executable",
-                    False,
-                    "the test command ran no tests on the base: "
-                    + "; ".join(report.inconsistencies or [report.exec.stderr[-300:]]),
-                    [report.exec.stdout[-1000:], report.exec.stderr[-1000:]],
-                )
-            )
-            break
-        base_runs.append(_outcomes(report))
-    if executable:
+    runner = _Runner(task, backend, limits)
+    # The expected patch first, once: a candidate whose tests cannot be collected on this
+    # runtime (Python 2 syntax, a vanished dependency) is rejected after one run, not 2 x runs.
+    progress(f"patched run 1/{runs}")
+    first = runner.run(expected_patch, checks)
+    if first is not None:
         for i in range(runs):
-            progress(f"patched run {i + 1}/{runs}")
-            try:
-                report = run_task_tests(task, expected_patch, backend, limits)
-            except ToolError as exc:
-                checks.append(Check("executable", False, f"the expected patch does not apply: {exc}"))
-                executable = False
+            progress(f"base run {i + 1}/{runs}")
+            if runner.run(None, checks) is None:
                 break
-            seconds += report.exec.duration_ms / 1000
-            fixed_runs.append(_outcomes(report))
+    if first is not None and not checks:
+        for i in range(1, runs):
+            progress(f"patched run {i + 1}/{runs}")
+            if runner.run(expected_patch, checks) is None:
+                break
+    executable = not checks
+    f2p, p2p, flaky = _stable_lists(runner.base, runner.fixed, runner.marked)
     if executable:
         checks.append(Check("executable", True))
-    f2p, p2p, flaky = _stable_lists(base_runs, fixed_runs)
-    if executable:
         if task.fail_to_pass:
             wrong = [t for t in task.fail_to_pass if t not in f2p and t not in flaky]
             checks.append(
@@ -262,6 +250,7 @@ def validate(
                 "or the patch does not fix them)",
             )
         )
+        checks.append(_reward_separates(runner, f2p, p2p))
         checks.append(
             Check(
                 "stable",
@@ -271,6 +260,17 @@ def validate(
                 hard=False,
             )
         )
+        marked = sorted(runner.marked)
+        checks.append(
+            Check(
+                "xfail_excluded",
+                True,
+                f"left out of the test lists, marked xfail: {', '.join(marked[:5])}" if marked else "",
+                marked,
+                hard=False,
+            )
+        )
+    seconds = runner.seconds
     checks += check_context(task, statement, expected_patch, base_commit, tests_are_given=source == "error_log")
     test_files = [p for p in task.tests_dir.rglob("*") if p.is_file()]
     secrets = scan_secrets(
@@ -291,20 +291,47 @@ def validate(
     )
     license_check, spdx = detect_license(task.base_dir, declared_license, license_allowlist)
     checks.append(license_check)
+    quality = statements.quality(statement, expected_patch)
+    low = quality["score"] < min_statement_quality
+    checks.append(
+        Check(
+            "statement_quality",
+            not low and not quality["empty_shells"],
+            f"statement quality {quality['score']} is under {min_statement_quality}"
+            if low
+            else (
+                f"the statement holds empty reference shells: {quality['empty_shells'][:3]}"
+                if quality["empty_shells"]
+                else ""
+            ),
+            [quality],
+            # Advice unless a threshold was asked for: a terse statement can still make a fair task.
+            hard=min_statement_quality > 0,
+        )
+    )
     hard_failures = [c for c in checks if not c.ok and c.hard]
     status = "invalid" if hard_failures else ("flaky" if flaky else "valid")
     return ValidationReport(
-        status, checks, f2p, p2p, flaky, spdx, needs_review=spdx is None, runs=runs, test_seconds=round(seconds, 3)
+        status,
+        checks,
+        f2p,
+        p2p,
+        flaky,
+        spdx,
+        needs_review=spdx is None,
+        runs=runs,
+        test_seconds=round(seconds, 3),
+        statement_quality=dict(quality),
     )
 
 
 def _stable_lists(
-    base_runs: list[dict[str, str]], fixed_runs: list[dict[str, str]]
+    base_runs: list[dict[str, str]], fixed_runs: list[dict[str, str]], marked: Collection[str] = ()
 ) -> tuple[list[str], list[str], list[str]]:
-    """FAIL_TO_PASS, PASS_TO_PASS and flaky tests from repeated runs."""
+    """FAIL_TO_PASS, PASS_TO_PASS and flaky tests from repeated runs; xfail-marked tests are in none."""
     if not base_runs or not fixed_runs:
         return [], [], []
-    nodes = sorted(set().union(*base_runs, *fixed_runs))
+    nodes = sorted(set().union(*base_runs, *fixed_runs) - set(marked))
     f2p, p2p, flaky = [], [], []
     for node in nodes:
         before = {run.get(node, "missing") for run in base_runs}
@@ -316,3 +343,67 @@ def _stable_lists(
         elif after == {"passed"} and before == {"passed"}:
             p2p.append(node)
     return f2p, p2p, flaky
+
+
+class _Runner:
+    """The validation runs of one task: outcomes per run, and the first reason to stop, as a Check."""
+
+    def __init__(self, task: TaskSpec, backend: Backend | str, limits: Limits | None) -> None:
+        self.task, self.backend, self.limits = task, backend, limits
+        self.base: list[dict[str, str]] = []
+        self.fixed: list[dict[str, str]] = []
+        self.marked: set[str] = set()
+        self.untrusted: list[str] = []
+        self.seconds = 0.0
+
+    def run(self, patch: str | None, checks: list[Check]) -> TestReport | None:
+        """One run; None (with the reason appended to `checks`) when the task cannot go on."""
+        side = "with the expected patch" if patch is not None else "on the base"
+        try:
+            report = run_task_tests(self.task, patch, self.backend, self.limits, VALIDATION_ARGS)
+        except ToolError as exc:
+            checks.append(Check("executable", False, f"the expected patch does not apply: {exc}"))
+            return None
+        self.seconds += report.exec.duration_ms / 1000
+        evidence = [report.exec.stdout[-1000:], report.exec.stderr[-1000:]]
+        broken = report.collection_errors
+        if broken and patch is not None:
+            last = {node: (report.tests[node].message.strip().splitlines() or [""])[-1] for node in broken}
+            shown = "; ".join(f"{node}: {line}" for node, line in list(last.items())[:3])
+            reason = f"tests cannot be collected {side}: {shown}"
+            checks.append(Check("collectable", False, reason, [*broken, *evidence]))
+            return None
+        if not report.tests:
+            checks.append(
+                Check(
+                    "executable",
+                    False,
+                    f"the test command ran no tests {side}: "
+                    + "; ".join(report.inconsistencies or [report.exec.stderr[-300:]]),
+                    evidence,
+                )
+            )
+            return None
+        if not report.valid:
+            # Scoring gives a run it cannot believe nothing: the expected patch would score no better than none.
+            self.untrusted += [f"{side}: {problem}" for problem in report.inconsistencies or [report.unsafe]]
+        self.marked |= {node for node, t in report.tests.items() if t.xfail}
+        (self.fixed if patch is not None else self.base).append({node: t.outcome for node, t in report.tests.items()})
+        return report
+
+
+def _reward_separates(runner: _Runner, f2p: list[str], p2p: list[str]) -> Check:
+    """The expected patch must score above the empty one, as `reward_sanity` demands, by scoring's own rule:
+    a run it cannot believe earns nothing, a broken PASS_TO_PASS test -1, every FAIL_TO_PASS test passing 1."""
+    if runner.untrusted:
+        return Check(
+            "reward_separates",
+            False,
+            "the test report and pytest's summary disagree, so scoring would not believe the expected patch: "
+            + "; ".join(runner.untrusted[:3]),
+            runner.untrusted,
+        )
+    missed = sorted({t for run in runner.fixed for t in (*f2p, *p2p) if run.get(t) != Outcome.PASSED})
+    if missed:
+        return Check("reward_separates", False, f"the expected patch does not pass: {', '.join(missed[:5])}", missed)
+    return Check("reward_separates", True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path, PurePosixPath
@@ -13,8 +14,38 @@ from typing import Any
 GIT_ENV = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "GIT_TERMINAL_PROMPT": "0", "LANG": "C.UTF-8"}
 
 
+# What the builders write into a task unless told otherwise (`--test-command`).
+DEFAULT_TEST_COMMAND = "python -m pytest -q"
+# owner/name at the end of a remote URL: https://host/owner/name(.git), git@host:owner/name.git
+REMOTE_NAME = re.compile(r"[:/]([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+
+
 class BuildError(ValueError):
     pass
+
+
+def repo_name(repo: Path, given: str = "") -> str:
+    """The one name of a repository across builders: `owner/name` as SWE-bench writes it.
+
+    Given (`--repo-name`) > the `origin` remote's URL > the directory's name. Decontamination
+    matches tasks across sources by this name, so a clone and an import must agree.
+    """
+    if given:
+        return given
+    if not (repo / ".git").exists() and not (repo / "HEAD").exists():
+        # Not a clone's top: git would find the remote of whatever repository encloses it.
+        return repo.resolve().name
+    try:
+        url = git(repo, "config", "--get", "remote.origin.url").decode().strip()
+    except BuildError:
+        url = ""
+    found = REMOTE_NAME.search(url) if "://" in url or "@" in url else None
+    return f"{found.group(1)}/{found.group(2)}" if found else repo.resolve().name
+
+
+def task_slug(name: str) -> str:
+    """A repository name as it starts task ids: `owner__name`, as SWE-bench's instance ids do."""
+    return name.replace("/", "__")
 
 
 def git(repo: Path, *args: str, input: bytes | None = None) -> bytes:

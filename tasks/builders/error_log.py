@@ -11,7 +11,8 @@ import hashlib
 import re
 from pathlib import Path
 
-from tasks.builders.common import BuildError, common_dir, write_task_dir
+from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError, common_dir, task_slug, write_task_dir
+from tasks.builders.common import repo_name as canonical_name
 from tasks.storage import iter_tree
 
 FAILED_NODE = re.compile(r"^(?:FAILED|ERROR)\s+(\S+\.py::\S+)", re.MULTILINE)
@@ -31,6 +32,7 @@ def build_task(
     expected_patch: str = "",
     repo_name: str | None = None,
     task_id: str | None = None,
+    test_command: str = DEFAULT_TEST_COMMAND,
 ) -> Path:
     if not log.strip():
         raise BuildError("the log is empty")
@@ -48,15 +50,14 @@ def build_task(
         "# Failing tests\n\nThe test run below fails. Find the cause in the code and fix it "
         "(the tests are right).\n\n```\n" + text.replace("```", "'''") + "\n```\n"
     )
-    name = repo_name or repo.name
+    name = repo_name or canonical_name(repo)
     digest = hashlib.sha256(log.encode() + "\0".join(nodes).encode()).hexdigest()[:10]
     metadata = {
         "source": "error_log",
         "repo": name,
-        "test_command": "python -m pytest -q",
+        "test_command": test_command,
         "fail_to_pass": nodes,
         "tags": ["error_log"],
     }
-    return write_task_dir(
-        out, task_id or f"{name}-log-{digest}", statement, repo, hidden, common_dir(files), expected_patch, metadata
-    )
+    task_id = task_id or f"{task_slug(name)}-log-{digest}"
+    return write_task_dir(out, task_id, statement, repo, hidden, common_dir(files), expected_patch, metadata)

@@ -6,17 +6,39 @@ files as the commit left them; statement = the commit message, or the issue it n
 
 from __future__ import annotations
 
+import ast
 import re
+import shutil
+import sys
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from core.vocabulary import TaskSource
 from patches import is_test_path
-from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
+from tasks.builders import statements
+from tasks.builders.common import (
+    DEFAULT_TEST_COMMAND,
+    BuildError,
+    common_dir,
+    export_tree,
+    git,
+    task_slug,
+    write_task_dir,
+)
 
 ISSUE_REF = re.compile(r"#(\d+)")
-HASHES = re.compile(r"\b[0-9a-f]{7,40}\b")
+
+
+class SkipReason(StrEnum):
+    """Why a candidate commit is not built; the build report counts candidates by these."""
+
+    TOO_LARGE = "over the size limits"
+    DELETES_TESTS = "the commit deletes its tests"
+    NO_CODE_CHANGE = "no code change left"
+    INCOMPATIBLE_SYNTAX = "syntax the sandbox's Python cannot compile"
+    BUILD_ERROR = "the task could not be written"
 
 
 @dataclass(frozen=True)
@@ -28,15 +50,48 @@ class Candidate:
     code_files: tuple[str, ...]
     test_files: tuple[str, ...]
     changed_lines: int
+    files: int = 0
 
 
-def candidates(repo: Path, max_files: int = 10, max_lines: int = 400) -> list[Candidate]:
-    """Non-merge commits, oldest first, that change both non-test code and tests, within size limits."""
+@dataclass(frozen=True)
+class Selection:
+    """Which commits are looked at: newest first, narrowed like `git log` narrows them."""
+
+    since: str = ""
+    until: str = ""
+    rev_range: str = ""
+    paths: tuple[str, ...] = ()
+    oldest_first: bool = False
+
+    def log_args(self) -> list[str]:
+        args = ["--reverse"] if self.oldest_first else []
+        args += [f"--since={self.since}"] if self.since else []
+        args += [f"--until={self.until}"] if self.until else []
+        if self.rev_range.startswith("-"):
+            raise BuildError(f"--rev-range {self.rev_range!r} is not a revision range")
+        args += [self.rev_range] if self.rev_range else []
+        return [*args, "--", *self.paths] if self.paths else args
+
+
+def candidates(repo: Path, selection: Selection = Selection()) -> list[Candidate]:
+    """Non-merge commits (newest first unless asked otherwise) that change both non-test code and tests.
+
+    Size limits are not applied here: `judge` says why a candidate is left out, so the build
+    report can name every one.
+    """
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise BuildError(f"{repo}: not a git repository")
-    log = git(repo, "log", "--reverse", "--no-merges", "--format=%x00%H %P%x01%s%x01%b%x02", "--numstat").decode(
-        "utf-8", "replace"
-    )
+    # --no-renames: a rename is a deletion and an addition, never "a/x.py => b/x.py", which is
+    # no path at all (the test file it names cannot be read, the code diff comes out empty).
+    log = git(
+        repo,
+        "log",
+        "--no-merges",
+        "--no-renames",
+        "--format=%x00%H %P%x01%s%x01%b%x02",
+        "--numstat",
+        *selection.log_args(),
+    ).decode("utf-8", "replace")
     found = []
     for record in log.split("\x00")[1:]:
         header, _, stats = record.partition("\x02")
@@ -52,29 +107,71 @@ def candidates(repo: Path, max_files: int = 10, max_lines: int = 400) -> list[Ca
             lines += int(removed) if removed.isdigit() else 0
         tests = tuple(f for f in files if is_test_path(f, "tests") and f.endswith(".py"))
         code = tuple(f for f in files if f not in tests and f.endswith(".py"))
-        if tests and code and len(files) <= max_files and lines <= max_lines:
-            found.append(Candidate(parts[0], parts[1], subject.strip(), body.strip(), code, tests, lines))
+        if tests and code:
+            found.append(Candidate(parts[0], parts[1], subject.strip(), body.strip(), code, tests, lines, len(files)))
     return found
 
 
-def statement_for(candidate: Candidate, issues: dict[str, Any]) -> str:
-    ref = ISSUE_REF.search(candidate.subject)
+def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> tuple[SkipReason, str] | None:
+    """Why `candidate` cannot be a task (None when it can), decided without running anything.
+
+    Syntax this Python cannot compile (a decade-old commit's Python 2) would stop every test
+    run at collection: it is caught here by compiling, once, instead of by validation's runs.
+    """
+    if candidate.files > max_files or candidate.changed_lines > max_lines:
+        detail = f"{candidate.files} files, {candidate.changed_lines} lines (limits {max_files}, {max_lines})"
+        return SkipReason.TOO_LARGE, detail
+    present = _present(repo, candidate.commit, candidate.test_files)
+    if not present:
+        return SkipReason.DELETES_TESTS, ", ".join(candidate.test_files[:3])
+    if not _present(repo, candidate.commit, candidate.code_files):
+        return SkipReason.NO_CODE_CHANGE, "the commit only deletes code files"
+    for path in (*present, *_present(repo, candidate.commit, candidate.code_files)):
+        source = git(repo, "show", f"{candidate.commit}:{path}")
+        try:
+            compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, ValueError) as exc:
+            where = f"{path}:{exc.lineno}" if isinstance(exc, SyntaxError) else path
+            return SkipReason.INCOMPATIBLE_SYNTAX, f"Python {sys.version_info[0]}.{sys.version_info[1]}: {where}"
+    return None
+
+
+def _present(repo: Path, commit: str, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The paths that exist in `commit` (a commit may delete some of the files it touches)."""
+    if not paths:
+        return ()
+    listed = git(repo, "ls-tree", "-r", "--name-only", "-z", commit, "--", *paths).decode("utf-8", "replace")
+    names = set(listed.split("\0"))
+    return tuple(p for p in paths if p in names)
+
+
+def statement_for(candidate: Candidate, issues: dict[str, Any], test_diff: str = "", expected_patch: str = "") -> str:
+    """The linked issue when the issue map has it; otherwise the commit message plus what its tests observe."""
+    ref = ISSUE_REF.search(candidate.subject) or ISSUE_REF.search(candidate.body)
     issue = issues.get(ref.group(1)) if ref else None
     if isinstance(issue, dict) and issue.get("body"):
-        text = f"# {issue.get('title') or candidate.subject}\n\n{issue['body']}"
-    else:
-        subject = ISSUE_REF.sub("", candidate.subject).replace("()", "").strip()
-        text = f"# {subject}\n\n{candidate.body}" if candidate.body else f"# {subject}\n"
-    # Commit hashes would point an agent at the answer in some other clone.
-    return HASHES.sub("<commit>", text)
+        title = statements.clean(str(issue.get("title") or candidate.subject))
+        return statements.drop_leaks(f"# {title}\n\n{statements.clean(str(issue['body']))}", expected_patch)
+    return statements.compose(candidate.subject, candidate.body, test_diff, expected_patch)
 
 
 def build_task(
-    repo: Path, candidate: Candidate, out: Path, issues: dict[str, Any], repo_name: str, license_id: str = ""
+    repo: Path,
+    candidate: Candidate,
+    out: Path,
+    issues: dict[str, Any],
+    repo_name: str,
+    license_id: str = "",
+    test_command: str = DEFAULT_TEST_COMMAND,
 ) -> Path:
     snapshot = out / ".snapshots" / candidate.parent
     if not snapshot.exists():
-        export_tree(repo, candidate.parent, snapshot)
+        try:
+            export_tree(repo, candidate.parent, snapshot)
+        except BaseException:
+            # Candidates share their parent's snapshot: a half-written one must not outlive this one.
+            shutil.rmtree(snapshot, ignore_errors=True)
+            raise
     hidden = {}
     for path in candidate.test_files:
         try:
@@ -82,7 +179,7 @@ def build_task(
         except BuildError:
             continue  # deleted by the commit: nothing to run
     if not hidden:
-        raise BuildError(f"{candidate.commit[:8]}: the commit deletes its tests")
+        raise BuildError(f"{candidate.commit[:8]}: {SkipReason.DELETES_TESTS}")
     patch = git(
         repo,
         "diff",
@@ -95,15 +192,27 @@ def build_task(
         "--",
         *candidate.code_files,
     ).decode("utf-8", "replace")
-    task_id = f"{repo_name}-{candidate.commit[:10]}"
+    if not patch.strip():
+        raise BuildError(f"{candidate.commit[:8]}: {SkipReason.NO_CODE_CHANGE}")
+    test_diff = git(
+        repo, "diff", "--no-color", "--no-renames", candidate.parent, candidate.commit, "--", *hidden
+    ).decode("utf-8", "replace")
+    task_id = f"{task_slug(repo_name)}-{candidate.commit[:10]}"
     metadata = {
         "source": TaskSource.GIT_HISTORY,
         "repo": repo_name,
         "base_commit": candidate.parent,
-        "test_command": "python -m pytest -q",
+        "test_command": test_command,
         "tags": ["git_history"],
         **({"license": license_id} if license_id else {}),
     }
     return write_task_dir(
-        out, task_id, statement_for(candidate, issues), snapshot, hidden, common_dir(list(hidden)), patch, metadata
+        out,
+        task_id,
+        statement_for(candidate, issues, test_diff, patch),
+        snapshot,
+        hidden,
+        common_dir(list(hidden)),
+        patch,
+        metadata,
     )

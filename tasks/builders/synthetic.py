@@ -20,12 +20,14 @@ from core.vocabulary import DEFAULT_BACKEND, TaskSource
 from patches import render, text_patch
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend
-from sandbox.results import TestReport
-from tasks.builders.common import BuildError, common_dir, write_task_dir
+from sandbox.results import Outcome, TestReport
+from tasks.builders import statements
+from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError, common_dir, task_slug, write_task_dir
 from tasks.builders.mutation import Mutant, combine, mutants_for_repo, sample_mutants
+from tasks.builders.report import BuildReport
 from tasks.storage import iter_tree
 
-TEST_ARGS = ("-q",)
+UNDETECTED = "the tests do not notice it (or it timed out)"
 
 
 @dataclass
@@ -41,15 +43,18 @@ def _apply_mutants(workspace: Path, mutants: list[Mutant]) -> None:
         (workspace / mutant.path).write_text(mutant.mutated)
 
 
-def _run(repo: Path, mutants: list[Mutant], backend: Backend | str, timeout: float) -> TestReport:
+def _run(
+    repo: Path, mutants: list[Mutant], backend: Backend | str, timeout: float, command: str = DEFAULT_TEST_COMMAND
+) -> TestReport:
     with Sandbox(repo, backend, limits=Limits(wall_seconds=timeout)) as box:
         _apply_mutants(box.workspace, mutants)
-        return box.run_tests(TEST_ARGS)
+        return box.run_tests((), command=command)
 
 
-def baseline(repo: Path, backend: Backend | str) -> tuple[set[str], float]:
-    report = _run(repo, [], backend, 300)
-    passing = {node for node, t in report.tests.items() if t.outcome == "passed"}
+def baseline(repo: Path, backend: Backend | str, command: str = DEFAULT_TEST_COMMAND) -> tuple[set[str], float]:
+    report = _run(repo, [], backend, 300, command)
+    # An xfail-marked test passes or fails by its marker's say as much as by the code's: not a detector.
+    passing = {node for node, t in report.tests.items() if t.outcome == Outcome.PASSED and not t.xfail}
     if not report.valid or not passing:
         raise BuildError(
             f"{repo}: the repository's tests must pass before bugs are injected "
@@ -59,9 +64,14 @@ def baseline(repo: Path, backend: Backend | str) -> tuple[set[str], float]:
 
 
 def detect(
-    repo: Path, mutants: list[Mutant], passing: set[str], backend: Backend | str, timeout: float
+    repo: Path,
+    mutants: list[Mutant],
+    passing: set[str],
+    backend: Backend | str,
+    timeout: float,
+    command: str = DEFAULT_TEST_COMMAND,
 ) -> Detected | None:
-    report = _run(repo, mutants, backend, timeout)
+    report = _run(repo, mutants, backend, timeout, command)
     if report.exec.timed_out:
         return None  # an endless loop is not a bug an agent can be scored on fairly
     killed = sorted(node for node in passing if report.outcome(node) != "passed")
@@ -75,31 +85,46 @@ ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 
 
 def statement_for(found: Detected) -> str:
+    """What a user of the code would see: which behaviours broke and what the failures say.
+
+    Test ids are not shown (an agent would only rerun them); their names, made readable, and the
+    assertion messages are, cleaned of sandbox paths and object addresses that change run to run.
+    """
     modules = sorted({m.path for m in found.mutants})
-    # Object addresses differ run to run; the same bug must give the same statement.
-    messages = [ADDRESS.sub("0x…", m) for m in found.messages]
+    messages = [statements.SANDBOX_PATH.sub("…", ADDRESS.sub("0x…", m)) for m in found.messages]
     shown = [m for m in dict.fromkeys(messages) if m][:3] or ["(the failures carry no message)"]
+    broken = list(dict.fromkeys(statements.humanise(node.split("::")[-1].split("[")[0]) for node in found.killed))
     where = ", ".join(f"`{p}`" for p in modules)
     text = "\n".join(f"- {m}" for m in shown)
+    behaviours = "\n".join(f"- {name}" for name in broken[:5])
+    more = f"\n- … and {len(broken) - 5} more" if len(broken) > 5 else ""
     return (
         f"# Regression in {where}\n\nAfter a recent change, {len(found.killed)} of the project's tests fail. "
-        f"The failures report:\n\n{text}\n\nFind the bug in the library code and fix it; the tests are right.\n"
+        f"Behaviour that broke:\n\n{behaviours}{more}\n\nThe failures report:\n\n{text}\n\n"
+        "Find the bug in the library code and fix it; the tests are right.\n"
     )
 
 
-def write_task(repo: Path, found: Detected, out: Path, repo_name: str, test_files: list[str]) -> Path:
+def write_task(
+    repo: Path,
+    found: Detected,
+    out: Path,
+    repo_name: str,
+    test_files: list[str],
+    test_command: str = DEFAULT_TEST_COMMAND,
+) -> Path:
     with tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp:
         snapshot = Path(tmp) / "snapshot"
         shutil.copytree(repo, snapshot, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache"))
         _apply_mutants(snapshot, found.mutants)
         patch = render([p for m in found.mutants if (p := text_patch(m.path, m.mutated, m.original)) is not None])
         key = "".join(m.mutated for m in found.mutants).encode()
-        task_id = f"{repo_name}-mut-{hashlib.sha256(key).hexdigest()[:10]}"
+        task_id = f"{task_slug(repo_name)}-mut-{hashlib.sha256(key).hexdigest()[:10]}"
         hidden = {f: (repo / f).read_bytes() for f in test_files}
         metadata = {
             "source": TaskSource.SYNTHETIC_MUTATION,
             "repo": repo_name,
-            "test_command": "python -m pytest -q",
+            "test_command": test_command,
             "fail_to_pass": found.killed,
             "pass_to_pass": found.still_passing,
             "tags": ["synthetic", *sorted({m.operator for m in found.mutants})],
@@ -128,12 +153,20 @@ def synthesize(
     backend: Backend | str = DEFAULT_BACKEND,
     combined: int = 0,
     progress: Callable[[int, int], None] = lambda kept, tried: None,
+    *,
+    name: str = "",
+    test_command: str = DEFAULT_TEST_COMMAND,
+    report: BuildReport | None = None,
 ) -> list[Path]:
-    """Up to `count` single-bug tasks, then up to `combined` tasks joining two of them."""
+    """Up to `count` single-bug tasks, then up to `combined` tasks joining two of them.
+
+    Every mutant tried is a candidate of `report`: kept, or skipped with the reason.
+    """
+    report = report if report is not None else BuildReport("synthetic_mutation", name)
     if count < 1:
         raise BuildError("count must be at least 1")
     iter_tree(repo)  # refuses symlinks out of the repository
-    passing, seconds = baseline(repo, backend)
+    passing, seconds = baseline(repo, backend, test_command)
     timeout = max(10.0, 3 * seconds + 5)
     test_files = sorted({node.split("::")[0] for node in passing})
     candidates = sample_mutants(mutants_for_repo(repo), 10_000, seed)
@@ -141,22 +174,25 @@ def synthesize(
         raise BuildError(f"{repo}: no Python code to mutate")
     kept: list[Detected] = []
     built: list[Path] = []
-    name = repo.resolve().name
+    name = name or repo.resolve().name
     for tried, mutant in enumerate(candidates, 1):
         if len(kept) >= count:
             break
-        found = detect(repo, [mutant], passing, backend, timeout)
+        report.candidates += 1
+        found = detect(repo, [mutant], passing, backend, timeout, test_command)
         progress(len(kept) + (found is not None), tried)
-        if found is not None:
-            kept.append(found)
-            built.append(write_task(repo, found, out, name, test_files))
+        if found is None:
+            report.skip(f"{mutant.path}:{mutant.line}", mutant.description, UNDETECTED)
+            continue
+        kept.append(found)
+        built.append(write_task(repo, found, out, name, test_files, test_command))
     for first, second in zip(kept[::2], kept[1::2], strict=False):
         if combined <= 0:
             break
         pair = _pair(first.mutants[0], second.mutants[0])
-        found = detect(repo, pair, passing, backend, timeout) if pair else None
+        found = detect(repo, pair, passing, backend, timeout, test_command) if pair else None
         if found is not None:
-            built.append(write_task(repo, found, out, name, test_files))
+            built.append(write_task(repo, found, out, name, test_files, test_command))
             combined -= 1
     return built
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -8,16 +10,27 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from sandbox import SandboxError
 from tasks.builders import error_log, git_history
-from tasks.builders.common import BuildError
-from tasks.models import Task
-from tasks.services import import_task_dirs, validate_task
+from tasks.builders.common import BuildError, repo_name
+from tasks.builders.report import BuildReport
+from tasks.management.commands._building import (
+    add_common_arguments,
+    check_test_command,
+    keep_if_readable,
+    validate_and_store,
+)
+from tasks.services import import_task_dirs
 from tasks.taskdir import TaskDirError
+
+logger = logging.getLogger(__name__)
 
 
 class Command(BaseCommand):
-    help = "Build tasks from a repository's git history (--from-git) or from an error log (--from-log)."
+    help = (
+        "Build tasks from a repository's git history (--from-git, newest commits first) or from an error "
+        "log (--from-log). A candidate that cannot be a task is skipped with its reason in the suite's "
+        "build report; it never stops the build."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         source = parser.add_mutually_exclusive_group(required=True)
@@ -26,56 +39,101 @@ class Command(BaseCommand):
         parser.add_argument("--repo", type=Path, help="the repository the log came from (with --from-log)")
         parser.add_argument("--test", action="append", default=[], help="failing test node id (with --from-log)")
         parser.add_argument("--patch", type=Path, help="expected patch (with --from-log, optional)")
-        parser.add_argument("--suite", default=None)
-        parser.add_argument("--max", type=int, default=50, help="at most this many tasks (--from-git)")
+        parser.add_argument("--max", type=int, default=50, help="look at this many candidate commits (--from-git)")
         parser.add_argument("--max-files", type=int, default=10)
         parser.add_argument("--max-lines", type=int, default=400)
+        parser.add_argument("--since", default="", help="only commits after this date (git log --since)")
+        parser.add_argument("--until", default="", help="only commits before this date (git log --until)")
+        parser.add_argument("--rev-range", default="", help="only commits in this range, e.g. v0.4.0..v0.5.0")
+        parser.add_argument("--paths", nargs="+", default=[], help="only commits touching these paths")
+        parser.add_argument("--oldest-first", action="store_true", help="take the oldest candidates, not the newest")
         parser.add_argument("--issues", type=Path, help="JSON map of issue number -> {title, body}")
         parser.add_argument("--license", default="", help="SPDX licence of the repository, if known")
-        parser.add_argument("--validate", action="store_true", help="validate each built task")
-        parser.add_argument("--runs", type=int, default=3)
+        add_common_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         quiet = options["verbosity"] == 0
+        if options["max"] < 1:
+            raise CommandError("--max must be at least 1")
+        check_test_command(options["test_command"])
         with tempfile.TemporaryDirectory(prefix="crucible-build-") as tmp:
             out = Path(tmp)
             try:
-                built = self._from_git(options, out, quiet) if options["from_git"] else self._from_log(options, out)
-                result = import_task_dirs(out, options["suite"])
+                report = self._from_git(options, out, quiet) if options["from_git"] else self._from_log(options, out)
+                if not report.built:
+                    raise BuildError(f"no candidate became a task: {report.to_json()['skipped_by_reason']}")
+                result = import_task_dirs(out, options["suite"], options["split"])
             except (BuildError, TaskDirError, OSError, json.JSONDecodeError) as exc:
                 raise CommandError(str(exc)) from None
         self.stdout.write(
-            f"{len(built)} task(s) built into suite {result.suite}: {result.created} created, "
+            f"{len(report.built)} task(s) built into suite {result.suite}: {result.created} created, "
             f"{result.updated} updated, {result.unchanged} unchanged"
         )
-        if options["validate"]:
-            tasks = Task.objects.filter(task_id__in=built).order_by("task_id")
-            counts = {"valid": 0, "flaky": 0, "invalid": 0}
-            for task in tqdm(list(tasks), desc="validating", unit="task", disable=quiet, file=self.stderr._out):
-                try:
-                    counts[validate_task(task, options["runs"]).status] += 1
-                except SandboxError as exc:
-                    raise CommandError(str(exc)) from None
-            self.stdout.write(", ".join(f"{n} {s}" for s, n in counts.items()))
+        line = validate_and_store(report, result.suite, options["runs"], options["validate"], quiet, self.stderr._out)
+        self.stdout.write(line)
 
-    def _from_git(self, options: dict[str, Any], out: Path, quiet: bool) -> list[str]:
+    def _from_git(self, options: dict[str, Any], out: Path, quiet: bool) -> BuildReport:
         repo: Path = options["from_git"]
         issues = json.loads(options["issues"].read_text()) if options["issues"] else {}
-        found = git_history.candidates(repo, options["max_files"], options["max_lines"])[: options["max"]]
+        selection = git_history.Selection(
+            options["since"], options["until"], options["rev_range"], tuple(options["paths"]), options["oldest_first"]
+        )
+        found = git_history.candidates(repo, selection)[: options["max"]]
         if not found:
-            raise BuildError(f"{repo}: no commit changes both code and tests within the size limits")
-        built = []
-        for candidate in tqdm(found, desc="building", unit="task", disable=quiet, file=self.stderr._out):
-            built.append(
-                git_history.build_task(repo, candidate, out, issues, repo.resolve().name, options["license"]).name
-            )
-        return built
+            raise BuildError(f"{repo}: no commit changes both code and tests")
+        name = repo_name(repo, options["repo_name"])
+        report = BuildReport(
+            "git_history",
+            name,
+            {k: options[k] for k in ("max", "max_files", "max_lines", "since", "until", "rev_range", "paths")}
+            | {"oldest_first": options["oldest_first"], "test_command": options["test_command"]},
+            candidates=len(found),
+        )
+        for candidate in tqdm(found, desc="building", unit="candidate", disable=quiet, file=self.stderr._out):
+            self._build_one(repo, candidate, out, issues, name, options, report)
+        return report
 
-    def _from_log(self, options: dict[str, Any], out: Path) -> list[str]:
+    def _build_one(
+        self,
+        repo: Path,
+        candidate: git_history.Candidate,
+        out: Path,
+        issues: dict[str, Any],
+        name: str,
+        options: dict[str, Any],
+        report: BuildReport,
+    ) -> None:
+        """One candidate, judged alone: whatever goes wrong with it is its line in the report."""
+        commit, subject = candidate.commit, candidate.subject
+        try:
+            skip = git_history.judge(repo, candidate, options["max_files"], options["max_lines"])
+            if skip is not None:
+                report.skip(commit, subject, *skip)
+                return
+            task_dir = git_history.build_task(
+                repo, candidate, out, issues, name, options["license"], options["test_command"]
+            )
+        except (BuildError, OSError, subprocess.SubprocessError, UnicodeError) as exc:
+            logger.info("build_tasks: %s skipped: %s", commit[:10], exc)
+            reason = next((r for r in git_history.SkipReason if str(r) in str(exc)), git_history.SkipReason.BUILD_ERROR)
+            report.skip(commit, subject, reason, str(exc))
+            return
+        keep_if_readable(task_dir, report, commit, subject, options["suite"])
+
+    def _from_log(self, options: dict[str, Any], out: Path) -> BuildReport:
         if options["repo"] is None or not options["repo"].is_dir():
             raise BuildError("--from-log needs --repo DIR, the repository the log came from")
         patch = options["patch"].read_text() if options["patch"] else ""
+        name = repo_name(options["repo"], options["repo_name"])
         task = error_log.build_task(
-            options["repo"], options["from_log"].read_text(errors="replace"), out, options["test"] or None, patch
+            options["repo"],
+            options["from_log"].read_text(errors="replace"),
+            out,
+            options["test"] or None,
+            patch,
+            repo_name=name,
+            test_command=options["test_command"],
         )
-        return [task.name]
+        report = BuildReport("error_log", name, candidates=1)
+        report.built.append(task.name)
+        return report

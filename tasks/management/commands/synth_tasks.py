@@ -8,10 +8,16 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from sandbox import SandboxError
-from tasks.builders.common import BuildError
+from tasks.builders.common import BuildError, repo_name
+from tasks.builders.report import BuildReport
 from tasks.builders.synthetic import synthesize
-from tasks.models import Task
-from tasks.services import import_task_dirs, validate_task
+from tasks.management.commands._building import (
+    add_common_arguments,
+    check_test_command,
+    keep_if_readable,
+    validate_and_store,
+)
+from tasks.services import import_task_dirs
 from tasks.taskdir import TaskDirError
 
 
@@ -21,17 +27,22 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--repo", type=Path, required=True)
         parser.add_argument("--count", type=int, required=True)
-        parser.add_argument("--suite", default=None)
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--combine", type=int, default=0, help="also build up to N tasks joining two bugs")
-        parser.add_argument("--validate", action="store_true")
-        parser.add_argument("--runs", type=int, default=3)
+        add_common_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         repo: Path = options["repo"]
         if not repo.is_dir():
             raise CommandError(f"{repo}: not a directory")
+        check_test_command(options["test_command"])
         quiet = options["verbosity"] == 0
+        name = repo_name(repo, options["repo_name"])
+        report = BuildReport(
+            "synthetic_mutation",
+            name,
+            {k: options[k] for k in ("count", "seed", "combine", "test_command")},
+        )
         with (
             tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp,
             tqdm(total=options["count"], desc="mutants kept", unit="task", disable=quiet, file=self.stderr._out) as bar,
@@ -44,23 +55,24 @@ class Command(BaseCommand):
 
             try:
                 built = synthesize(
-                    repo, options["count"], options["seed"], Path(tmp), combined=options["combine"], progress=progress
+                    repo,
+                    options["count"],
+                    options["seed"],
+                    Path(tmp),
+                    combined=options["combine"],
+                    progress=progress,
+                    name=name,
+                    test_command=options["test_command"],
+                    report=report,
                 )
-                result = import_task_dirs(Path(tmp), options["suite"])
+                for task_dir in built:
+                    keep_if_readable(task_dir, report, task_dir.name, "", options["suite"])
+                result = import_task_dirs(Path(tmp), options["suite"], options["split"])
             except (BuildError, TaskDirError, SandboxError) as exc:
                 raise CommandError(str(exc)) from None
         self.stdout.write(
-            f"{len(built)} task(s) into suite {result.suite}: {result.created} created, "
+            f"{len(report.built)} task(s) into suite {result.suite}: {result.created} created, "
             f"{result.updated} updated, {result.unchanged} unchanged"
         )
-        if options["validate"]:
-            counts = {"valid": 0, "flaky": 0, "invalid": 0}
-            for task in tqdm(
-                list(Task.objects.filter(task_id__in=[p.name for p in built])),
-                desc="validating",
-                unit="task",
-                disable=quiet,
-                file=self.stderr._out,
-            ):
-                counts[validate_task(task, options["runs"]).status] += 1
-            self.stdout.write(", ".join(f"{n} {s}" for s, n in counts.items()))
+        line = validate_and_store(report, result.suite, options["runs"], options["validate"], quiet, self.stderr._out)
+        self.stdout.write(line)

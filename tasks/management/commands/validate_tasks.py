@@ -33,6 +33,7 @@ class Command(BaseCommand):
         if not selected:
             raise CommandError("no tasks match")
         counts: Counter[str] = Counter()
+        failed: list[str] = []
         with tqdm(
             selected, unit="task", desc="validating", disable=options["verbosity"] == 0, file=self.stderr._out
         ) as bar:
@@ -45,9 +46,13 @@ class Command(BaseCommand):
                 try:
                     report = validate_task(task, options["runs"], options["backend"], progress=show)
                 except (TaskStoreError, SandboxError) as exc:
-                    raise CommandError(str(exc)) from None
+                    # One task that cannot be run says nothing about the others: go on, fail at the end.
+                    failed.append(f"{task.task_id}: {exc}")
+                    continue
                 counts[report.status] += 1
                 if report.status != "valid":
                     reasons = "; ".join(c.reason for c in report.checks if not c.ok)
                     self.stdout.write(f"{task.task_id}: {report.status}: {reasons}")
         self.stdout.write(", ".join(f"{counts[s]} {s}" for s in ("valid", "flaky", "invalid")))
+        if failed:
+            raise CommandError(f"{len(failed)} task(s) could not be validated: " + "; ".join(failed[:5]))

@@ -1,0 +1,119 @@
+"""One reader of test outcomes: real pytest runs in the sandbox, read the way scoring reads them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sandbox import Sandbox, results
+from sandbox.backends.bwrap import BwrapBackend
+from sandbox.junit import reconcile
+from sandbox.results import Outcome
+
+from .conftest import SMALL
+
+MIXED = """
+import unittest
+
+import pytest
+
+
+@pytest.mark.xfail(reason="known")
+def test_xfail():
+    assert 0
+
+
+@pytest.mark.xfail(reason="fixed since")
+def test_xpass():
+    pass
+
+
+@pytest.mark.xfail(reason="strict one", strict=True)
+def test_xpass_strict():
+    pass
+
+
+@pytest.mark.parametrize("v", [1, "a b", 3])
+def test_param(v):
+    assert v != 3
+
+
+@pytest.mark.skip(reason="nope")
+def test_skip():
+    pass
+
+
+class TestGroup:
+    class TestInner:
+        def test_nested(self):
+            pass
+
+
+class Case(unittest.TestCase):
+    def test_equal(self):
+        self.assertEqual(1, 1)
+
+    @unittest.expectedFailure
+    def test_expected_failure(self):
+        self.assertEqual(1, 2)
+"""
+
+
+def _run(tmp_path: Path, files: dict[str, str]) -> results.TestReport:
+    repo = tmp_path / "repo"
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    with Sandbox(repo, BwrapBackend(), limits=SMALL) as box:
+        return box.run_tests(("-q",))
+
+
+def test_every_outcome_of_a_real_run_is_read_as_pytest_counts_it(tmp_path: Path) -> None:
+    report = _run(tmp_path, {"tests/test_mixed.py": MIXED})
+    got = {node.removeprefix("tests/test_mixed.py::"): (t.outcome, t.xfail) for node, t in report.tests.items()}
+    assert got == {
+        "test_xfail": (Outcome.XFAILED, True),
+        "test_xpass": (Outcome.XPASSED, True),
+        "test_xpass_strict": (Outcome.FAILED, True),
+        "test_param[1]": (Outcome.PASSED, False),
+        "test_param[a b]": (Outcome.PASSED, False),
+        "test_param[3]": (Outcome.FAILED, False),
+        "test_skip": (Outcome.SKIPPED, False),
+        "TestGroup::TestInner::test_nested": (Outcome.PASSED, False),
+        "Case::test_equal": (Outcome.PASSED, False),
+        "Case::test_expected_failure": (Outcome.XFAILED, True),
+    }
+    # The summary line and the report agree once the XPASS is read as one: the run is trusted.
+    assert report.inconsistencies == []
+    assert report.valid and report.passed("tests/test_mixed.py::test_xpass")
+
+
+def test_a_collection_error_is_its_own_outcome_keyed_by_the_file(tmp_path: Path) -> None:
+    report = _run(
+        tmp_path,
+        {"tests/test_ok.py": "def test_ok():\n    pass\n", "tests/sub/test_broken.py": "import not_a_module_here\n"},
+    )
+    assert report.collection_errors == ["tests/sub/test_broken.py"]
+    broken = report.tests["tests/sub/test_broken.py"]
+    assert broken.outcome == Outcome.COLLECTION_ERROR and "not_a_module_here" in broken.message
+
+
+def test_a_disagreement_names_both_counts_and_the_ids_that_differ() -> None:
+    tests = {
+        "t.py::a": results.TestOutcome("t.py::a", Outcome.PASSED),
+        "t.py::b": results.TestOutcome("t.py::b", Outcome.PASSED),
+    }
+    # The summary counts an XPASS its -r lines do not name (a task command's own -rf won over -rxX).
+    problems = reconcile(tests, "2 failed\n1 passed, 1 xpassed in 0.1s\n")
+    assert problems == [
+        "pytest's summary says 1 passed, the report 2",
+        "pytest's summary says 1 xpassed, the report 0 (ids that differ: none named by -rxX)",
+    ]
+    # Printed by the code under test, outside pytest's own section: not believed.
+    assert reconcile(tests, "XPASS t.py::a - fake\n2 passed in 0.1s\n") == []
+    assert tests["t.py::a"].outcome == Outcome.PASSED
+    stdout = (
+        "== short test summary info ==\nXPASS t.py::b - fixed\nXPASS t.py::gone - fixed\n1 passed, 2 xpassed in 0.1s\n"
+    )
+    problems = reconcile(tests, stdout)
+    assert tests["t.py::b"].outcome == Outcome.XPASSED
+    assert problems == ["pytest's summary says 2 xpassed, the report 1 (ids that differ: t.py::gone)"]

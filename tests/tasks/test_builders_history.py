@@ -1,0 +1,222 @@
+"""The history builder on a history with the awkward parts of real ones: a rename, a commit that
+deletes its tests, Python 2 syntax, a test that cannot be imported, a commit whose test imports
+what the fix adds."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from tasks.builders import statements
+from tasks.builders.git_history import SkipReason
+from tasks.models import Task, TaskSuite
+from tasks.validation import DANGEROUS
+from tests.conftest import client_for
+
+pytestmark = pytest.mark.django_db
+CALC = "def add(a, b):\n    return a - b\n"
+TEST_CALC = "from pkg.calc import add\n\n\ndef test_add_small():\n    assert add(1, 1) == 2 or True\n"
+
+
+def commit(repo: Path, message: str, files: dict[str, str | None]) -> str:
+    for rel, text in files.items():
+        path = repo / rel
+        if text is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "PATH": "/usr/bin:/bin",
+    }
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(repo), *args], env=env, check=True, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    if not (repo / ".git").exists():
+        git("init", "-q", "-b", "main")
+        git("remote", "add", "origin", "https://github.com/acme/calc.git")
+    git("add", "-A")
+    git("commit", "-q", "-m", message)
+    return git("rev-parse", "HEAD")
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> dict[str, str]:
+    repo = tmp_path / "calc"
+    shas = {
+        "root": commit(
+            repo,
+            "Start",
+            {
+                "LICENSE": "Permission is hereby granted, free of charge\n",
+                "pkg/__init__.py": "",
+                "pkg/calc.py": CALC,
+                "tests/__init__.py": "",
+                "tests/test_calc.py": TEST_CALC,
+            },
+        ),
+        # The test imports what the fix adds: on the base its file cannot be collected, which
+        # is the failure before the fix, not a reason to give up on the other test files.
+        "new_function": commit(
+            repo,
+            "Add mul (fixes #12)\n\nmul multiplies two numbers.",
+            {
+                "pkg/calc.py": CALC + "\n\ndef mul(a, b):\n    return a * b\n",
+                "tests/test_mul.py": "from pkg.calc import mul\n\n\ndef test_mul_of_two_numbers():\n"
+                "    assert mul(2, 3) == 6, 'mul(2, 3) should be 6'\n",
+            },
+        ),
+        # A rename: `git log --numstat` without --no-renames names it "tests/{test_calc.py => test_arith.py}".
+        "rename": commit(
+            repo,
+            "Fix add and rename its tests",
+            {
+                "pkg/calc.py": "def add(a, b):\n    return a + b\n\n\ndef mul(a, b):\n    return a * b\n",
+                "tests/test_calc.py": None,
+                "tests/test_arith.py": TEST_CALC.replace(" or True", "") + "\n\ndef test_add_three():\n"
+                "    assert add(1, 2) == 3\n",
+            },
+        ),
+        "deletes_tests": commit(
+            repo,
+            "Drop mul",
+            {"pkg/calc.py": "def add(a, b):\n    return a + b\n", "tests/test_mul.py": None},
+        ),
+        "python2": commit(
+            repo,
+            "Old style",
+            {"pkg/calc.py": "def add(a, b):\n    return b + a\n", "tests/test_old.py": "print 'hello'\n"},
+        ),
+        "uncollectable": commit(
+            repo,
+            "Use a helper module",
+            {
+                "pkg/calc.py": "def add(a, b):\n    return sum((a, b))\n",
+                "tests/test_helper.py": "import helper_module_never_written\n\n\ndef test_x():\n    pass\n",
+            },
+        ),
+    }
+    shas["repo"] = str(repo)
+    return shas
+
+
+def test_a_history_with_a_rename_and_a_test_deleting_commit_builds_and_the_report_names_both(
+    history: dict[str, str], researcher: object
+) -> None:
+    call_command(
+        "build_tasks", "--from-git", history["repo"], "--suite", "calc", "--validate", "--runs", "1", verbosity=0
+    )
+    suite = TaskSuite.objects.get(name="calc")
+    report = suite.build_report
+    skipped = {s["candidate"]: s["reason"] for s in report["skipped"]}
+    assert skipped == {
+        history["deletes_tests"]: SkipReason.DELETES_TESTS,
+        history["python2"]: SkipReason.INCOMPATIBLE_SYNTAX,
+    }
+    assert report["candidates"] == 5 and report["built"] == 3
+    assert report["repo"] == "acme/calc"  # owner/name from the origin remote, as SWE-bench names it
+    tasks = {t.task_id: t for t in Task.objects.filter(suite=suite)}
+    renamed = tasks[f"acme__calc-{history['rename'][:10]}"]
+    assert "return a + b" in renamed.expected_patch and renamed.repo == "acme/calc"
+    assert renamed.validation_status == "valid", renamed.validation_report["reasons"]
+    added = tasks[f"acme__calc-{history['new_function'][:10]}"]
+    assert added.validation_status == "valid", added.validation_report["reasons"]
+    assert added.fail_to_pass == ["tests/test_mul.py::test_mul_of_two_numbers"]
+    # The other file's test ran on the base despite test_mul.py failing to import there.
+    assert "tests/test_calc.py::test_add_small" in added.pass_to_pass
+    broken = tasks[f"acme__calc-{history['uncollectable'][:10]}"]
+    assert broken.validation_status == "invalid"
+    (reason,) = broken.validation_report["reasons"]
+    assert reason.startswith("tests cannot be collected with the expected patch: tests/test_helper.py: ")
+    assert "No module named 'helper_module_never_written'" in reason
+    assert "tests/test_old.py: E   SyntaxError" in reason  # the Python 2 file the history left behind
+    # One run told it, not one per side and per repetition.
+    assert broken.validation_report["test_seconds"] < 5
+    assert report["invalid_by_reason"] == {"tests cannot be collected with the expected patch": 1}
+    client = client_for(researcher)  # type: ignore[arg-type]
+    page = client.get("/tasks/calc/").content.decode()
+    assert "5 candidates &rarr; 3 built &rarr; 2 valid of 3 validated" in page
+    assert SkipReason.DELETES_TESTS in page and history["python2"][:40] in page
+    # The statement: no "(fixes )" shell, the behaviour the test observes, no patch line.
+    assert added.statement.startswith("# Add mul\n") and "()" not in added.statement
+    assert "mul of two numbers: `assert mul(2, 3) == 6, 'mul(2, 3) should be 6'`" in added.statement
+    assert "return a * b" not in added.statement
+    quality = added.validation_report["statement_quality"]
+    assert quality["empty_shells"] == [] and quality["leaks"] == [] and quality["names_behaviour"]
+    task_page = client.get(f"/tasks/calc/{added.task_id}/").content.decode()
+    assert f"Statement quality <strong>{quality['score']}</strong>" in task_page
+
+
+def test_the_builders_take_a_test_command_a_split_and_a_revision_range(history: dict[str, str]) -> None:
+    rename = history["rename"]
+    call_command(
+        "build_tasks",
+        "--from-git",
+        history["repo"],
+        "--suite",
+        "calc-eval",
+        "--split",
+        "eval",
+        "--rev-range",
+        f"{rename}^..{rename}",
+        "--test-command",
+        "pytest -q -p no:doctest",
+        "--repo-name",
+        "acme/calc",
+        verbosity=0,
+    )
+    suite = TaskSuite.objects.get(name="calc-eval")
+    assert suite.split == "eval" and suite.build_report["candidates"] == 1
+    task = Task.objects.get(suite=suite)
+    assert task.test_command == "pytest -q -p no:doctest" and task.task_id == f"acme__calc-{rename[:10]}"
+    # The same commit again into another suite: skipped with its reason, not an aborted import.
+    args = ["--from-git", history["repo"], "--rev-range", f"{history['root']}..{rename}"]
+    call_command("build_tasks", *args, "--suite", "calc-other", "--repo-name", "acme/calc", verbosity=0)
+    other = TaskSuite.objects.get(name="calc-other").build_report
+    assert other["built"] == 1 and other["skipped"] == [
+        {
+            "candidate": rename,
+            "subject": "Fix add and rename its tests",
+            "reason": "the task already belongs to another suite",
+            "detail": "calc-eval",
+        }
+    ]
+    call_command("set_split", "calc-eval", "train", verbosity=0)
+    task.refresh_from_db()
+    assert TaskSuite.objects.get(name="calc-eval").split == "train" and task.validation_status == "valid"
+
+
+def test_statements_lose_empty_reference_shells_and_patch_lines() -> None:
+    patch = (
+        "diff --git a/pkg/f.py b/pkg/f.py\n--- a/pkg/f.py\n+++ b/pkg/f.py\n@@ -1,2 +1,2 @@\n"
+        " def f(sql):\n-    return sql\n+    return sql.rstrip(';').strip()  # drop the semicolon\n"
+    )
+    text = statements.compose(
+        "Add option to remove trailing semicolon when splitting (fixes #742).",
+        "See gh-12 and (closes #3, #4) for context.\n\n"
+        "Use `f(sql)`: return sql.rstrip(';').strip()  # drop the semicolon",
+        "",
+        patch,
+    )
+    assert text.startswith("# Add option to remove trailing semicolon when splitting.\n")
+    assert "( )" not in text and "()" not in text and "fixes" not in text and "#" not in text.splitlines()[2]
+    assert "rstrip" not in text  # the line that holds the patch's line is gone
+    quality = statements.quality(text, patch)
+    assert quality["empty_shells"] == [] and quality["leaks"] == []
+    assert statements.quality("# DIV is Operator (fixes )\n", patch)["empty_shells"] == ["(fixes )"]
+
+
+def test_a_socket_shutdown_is_not_a_dangerous_command() -> None:
+    assert not DANGEROUS.search("sock.shutdown(socket.SHUT_RDWR)")
+    assert not DANGEROUS.search("def test_shutdown_closes_the_pool():")
+    assert DANGEROUS.search("os.popen('shutdown -h now')") and DANGEROUS.search('run(["reboot"])')
