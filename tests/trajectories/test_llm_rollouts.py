@@ -17,9 +17,9 @@ from django.conf import settings
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO
-from trajectories.model_server import ModelServer, serve_model
 from trajectories.batches import start_batch
 from trajectories.exports import iter_trajectory_lines
+from trajectories.model_server import ModelServer, serve_model
 from trajectories.models import Trajectory
 from trajectories.runner import run_trajectory
 from trajectories.schema import ACTION_TYPES, check_record
