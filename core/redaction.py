@@ -211,8 +211,10 @@ def _host_rule(suffixes: Iterable[str]) -> Rule:
         "internal_host",
         # Python says `from pkg.local import x` and `Backend.LOCAL`: a module path is no host,
         # and a host's suffix is written in lower case.
-        r"(?<![\w.-])(?<!from )(?<!import )(?!(?:self|cls|this|threading|os|sys)\.)"
-        rf"(?i:(?:[a-z0-9_](?:[a-z0-9_-]{{0,61}}[a-z0-9])?\.)+)(?:{alternatives})(?![\w(-]|\.\w)",
+        r"(?<![\w.-])(?<!import )(?!(?:self|cls|this|threading|os|sys)\.)"
+        rf"(?i:(?:[a-z0-9_](?:[a-z0-9_-]{{0,61}}[a-z0-9])?\.)+)(?:{alternatives})(?![\w(-]|\.\w)"
+        # `from pkg.local import x` names a module; "connect from db1.prod.corp." names a host.
+        r"(?![ \t]+import\b)",
         # ".lan" is in every ".language": ask for the suffix as a whole word.
         trigger_re=rf"\.(?:{alternatives})(?![\w(-])",
     )

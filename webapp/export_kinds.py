@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from django.db.models import QuerySet
 from annotation import preferences
 from annotation.models import ComparisonSet
 from annotation.preferences import iter_preference_rows, parquet_schema
-from core.audit import AuditAction
+from core.audit import AuditAction, RedactionCounts, count_findings, record_redactions
 from core.audit import record as audit
 from core.redaction import Finding, redact_patch, redact_record, redact_text, rules_version
 from tasks.exports import TaskExportError, iter_tasks, swebench_instance, task_record, taskdir_files
@@ -75,6 +76,17 @@ class ExportOptions:
 class Tally:
     count: int = 0
     findings: int = 0
+    by_rule: RedactionCounts = field(default_factory=Counter)  # (rule, field) -> count, never the text
+
+    def found(self, findings: list[Finding]) -> None:
+        self.findings += len(findings)
+        count_findings(findings, into=self.by_rule)
+
+    def rules(self) -> dict[str, int]:
+        per_rule: Counter[str] = Counter()
+        for (rule, _), count in self.by_rule.items():
+            per_rule[rule] += count
+        return dict(per_rule)
 
 
 @dataclass
@@ -445,7 +457,7 @@ def _redacted_lines(lines: Iterator[tuple[bytes, str]], where: str, export: Expo
                 fires = _fires(line.decode())
             if fires:
                 row, findings = redact_row(orjson.loads(line), where)
-                export.tally.findings += len(findings)
+                export.tally.found(findings)
                 line = orjson.dumps(row) + b"\n"
         elif first:
             line = orjson.dumps({UNREDACTED_MARK: True, **orjson.loads(line)}) + b"\n"
@@ -458,7 +470,7 @@ def _redacted(rows: Iterator[dict[str, Any]], where: str, export: Export) -> Ite
     for row in rows:
         if export.redacted and needs_redaction(row):
             row, findings = redact_row(row, where)
-            export.tally.findings += len(findings)
+            export.tally.found(findings)
         export.tally.count += 1
         yield row
 
@@ -493,7 +505,7 @@ def _redact_file(name: str, content: bytes, export: Export) -> bytes:
     except UnicodeDecodeError:
         return content
     clean, findings = redact_text(text, name)
-    export.tally.findings += len(findings)
+    export.tally.found(findings)
     return clean.encode("utf-8") if findings else content
 
 
@@ -512,5 +524,9 @@ def _audited(pieces: Iterator[Any], export: Export, user: Any) -> Iterator[Any]:
             redacted=export.redacted,
             count=export.tally.count,
             findings=export.tally.findings,
+            rules=export.tally.rules(),
             complete=complete,
         )
+        if export.tally.by_rule:
+            # What was redacted, where and by which rule, as for an import (core.audit).
+            record_redactions(user, export.kind, export.tally.by_rule, export_format=export.format)

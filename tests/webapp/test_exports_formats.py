@@ -25,6 +25,11 @@ from webapp.export_kinds import KINDS, UNREDACTED_MARK, needs_redaction, redact_
 pytestmark = pytest.mark.django_db
 # Shaped like an AWS access key id (not AWS's documented example, which redaction keeps).
 PLANTED = "AKIA" + "Q7ZRXW4T2PLM9VBN"
+# A private-key block and an internal host name ride along with it in a task and a trajectory.
+KEY_BODY = "MIIEowIBAAKCAQEA7bq3kXv9" + "Qz4mNw2T8pLr5sY1uVcH0eJdFgKiOaBnPqRtSxUyZ"
+KEY_BLOCK = f"-----BEGIN RSA PRIVATE KEY-----\n{KEY_BODY}\n-----END RSA PRIVATE KEY-----"
+HOST = "billing-db1.prod.corp"
+SECRETS = {PLANTED: "aws_access_key", KEY_BODY: "private_key_block", HOST: "internal_host"}
 
 
 def export(tmp_path: Path, kind: str, fmt: str, *extra: str) -> Path:
@@ -53,10 +58,14 @@ def planted(demo_suite: TaskSuite) -> dict[str, str]:
     """A secret in every kind's data, written past the import's redaction (data from before a rule existed)."""
     step = Step.objects.filter(trajectory__task_ref="task_0001").order_by("trajectory_id", "step").first()
     assert step is not None
-    Step.objects.filter(pk=step.pk).update(observation=f"AWS_ACCESS_KEY_ID={PLANTED}")
+    Step.objects.filter(pk=step.pk).update(
+        observation=f"AWS_ACCESS_KEY_ID={PLANTED}\n{KEY_BLOCK}\nconnecting to {HOST}:5432"
+    )
     # Imported under rules older than today's: an export scans it again.
     Trajectory.objects.update(redacted_with="rules-of-last-year")
-    Task.objects.filter(task_id="task_0001").update(statement=f"Fix it. Our key {PLANTED} leaked.")
+    Task.objects.filter(task_id="task_0001").update(
+        statement=f"Fix it. Our key {PLANTED} leaked, with this one:\n{KEY_BLOCK}\nfrom {HOST}."
+    )
     members = [str(t) for t in Trajectory.objects.values_list("trajectory_id", flat=True)]
     TrainingSet.objects.create(name="all", version=1, trajectory_ids=members)
     cset = ComparisonSet.objects.create(name="prefs", suite=demo_suite, strategy="random", reviewers_per_pair=1)
@@ -89,14 +98,24 @@ def test_every_kind_and_format_is_redacted_loads_back_and_is_audited(
             extra = ["--set", planted[kind]] if kind in planted else []
             rows = rows_of(export(tmp_path, kind, fmt, *extra, *(tokenizer if fmt == "episodes" else [])), fmt)
             text = json.dumps(rows)
-            assert PLANTED not in text, (kind, fmt)
+            for secret in SECRETS:
+                assert secret not in text, (kind, fmt, SECRETS[secret])
             if fmt not in ("episodes", "swe-bench-predictions", "taskdir"):
                 assert "[REDACTED:aws_access_key]" in text, (kind, fmt)
+            if kind in ("trajectories", "tasks") and fmt not in ("episodes", "swe-bench-predictions", "taskdir"):
+                for rule in SECRETS.values():
+                    assert f"[REDACTED:{rule}]" in text, (kind, fmt, rule)
             if fmt != "taskdir":
                 assert len(rows) == expected[kind], (kind, fmt)
             event = AuditEvent.objects.filter(action="export").latest("id")
             assert event.detail["format"] == fmt and event.detail["redacted"] is True
             assert event.detail["count"] == expected[kind] and event.detail["complete"] is True
+            if kind in ("trajectories", "tasks") and fmt in ("jsonl", "parquet"):
+                # The audit record lists what was redacted, by rule and field, never the text.
+                assert set(SECRETS.values()) <= set(event.detail["rules"]), (kind, fmt, event.detail)
+                redactions = AuditEvent.objects.filter(action="redact", detail__export_format=fmt, id__gt=event.id)
+                assert set(SECRETS.values()) <= {e.detail["rule"] for e in redactions}, (kind, fmt)
+                assert not any(secret in json.dumps(e.detail) for e in redactions for secret in SECRETS)
     assert AuditEvent.objects.filter(action="export").count() == sum(len(s.formats) for s in KINDS.values())
 
 
