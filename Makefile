@@ -10,6 +10,7 @@ export HF_HUB_OFFLINE := 1
 
 setup: system-packages $(STAMP)
 	@$(BIN)/python manage.py migrate --no-input -v0
+	@$(BIN)/python scripts/build_runner_env.py >/dev/null
 	@$(BIN)/python scripts/fetch_model.py
 
 # System packages: installed only when missing and only when we may (root).
@@ -49,6 +50,11 @@ lint: setup
 bench: setup
 	@$(BIN)/python -m bench $(BENCH_ARGS)
 
-# Long runs, not part of `make test`: the live layer soaked for 10 minutes (SOAK_ARGS="--minutes 2").
+# Long runs, not part of `make test` (about 10 minutes): the live layer soaked (SOAK_ARGS, default 3 minutes),
+# the load runs on loopback (LOAD_ARGS, e.g. "--trajectories 2000"; scripts/reliability), then the
+# figures table of docs/reliability.md redrawn from var/reliability/*.json. Fails if any run did not hold.
+SOAK_ARGS ?= --minutes 3
 reliability: setup
-	@$(BIN)/python scripts/soak_live.py $(SOAK_ARGS)
+	@status=0; $(BIN)/python scripts/soak_live.py $(SOAK_ARGS) || status=1; \
+	$(BIN)/python -m scripts.reliability $(LOAD_ARGS) || status=1; \
+	$(BIN)/python -m scripts.reliability.report; exit $$status

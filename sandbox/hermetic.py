@@ -43,8 +43,9 @@ HARNESS_INI_TEXT = """[pytest]
 # The harness's own configuration for one run: the workspace's pytest.ini, pytest.toml,
 # pyproject.toml, setup.cfg and tox.ini are never read.
 junit_family = xunit1
-# The short summary names every XFAIL and XPASS: JUnit reports a non-strict XPASS as a pass.
-addopts = -rxX
+# The short summary names every XFAIL and XPASS (JUnit reports a non-strict XPASS as a pass),
+# and still every failure and error, as pytest's default does: the agent reads those lines.
+addopts = -rfExX
 """
 # Puts the workspace first on sys.path, as `python -m pytest` (or an ini's `pythonpath`)
 # would, but only once every -p plugin is imported: pytest applies `pythonpath` before it

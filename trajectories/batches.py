@@ -234,6 +234,29 @@ def requeue_lost_rollouts() -> int:
     return count
 
 
+def requeue_dead_rollouts(stale_after: float) -> int:
+    """Put back in the queue the rollouts whose worker died mid-run: running, no heartbeat for `stale_after` s.
+
+    A worker killed outright (SIGKILL, the OOM killer, a lost host) leaves its trajectory running
+    and its message unacknowledged in Redis for the broker's visibility timeout (an hour), and a
+    redelivered message cannot take a running row: without this the batch never ends. The row
+    goes back to queued, so the batch cannot close meanwhile and the normal claim takes it. The
+    conditional UPDATE is the lock: of two workers checking at once, one moves and enqueues a row.
+    """
+    dead = Trajectory.objects.filter(
+        stale_running(stale_after), batch__status__in=[RolloutBatch.Status.QUEUED, RolloutBatch.Status.RUNNING]
+    )
+    count = 0
+    for pk in list(dead.values_list("pk", flat=True)):
+        # Outside the usual moves (running -> queued), like claim's running -> running: the worker is gone.
+        if Trajectory.objects.filter(Q(pk=pk) & stale_running(stale_after)).update(status=Trajectory.Status.QUEUED):
+            run_trajectory_job.delay(pk)
+            count += 1
+    if count:
+        logger.warning("%d rollouts had no heartbeat for %g s (their worker died); enqueued again", count, stale_after)
+    return count
+
+
 def resume_batch(batch: RolloutBatch, stale_after: float = 120.0, user: Any = None) -> int:
     """Re-run only what is missing; a trajectory already finished is never run twice.
 

@@ -61,9 +61,12 @@ def insert_steps(rows: list[tuple[Any, ...]]) -> None:
     columns = ", ".join(connection.ops.quote_name(c) for c in STEP_COLUMNS)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:  # type: ignore[attr-defined]
-                for row in rows:
-                    copy.write_row(row)
+            # COPY goes through the driver's own cursor, outside Django's error wrapping: a connection
+            # lost mid-copy must still be django.db's OperationalError, like any other query's.
+            with connection.wrap_database_errors:
+                with cursor.cursor.copy(f"COPY {table} ({columns}) FROM STDIN") as copy:  # type: ignore[attr-defined]
+                    for row in rows:
+                        copy.write_row(row)
             return
         adapt = connection.ops.adapt_datetimefield_value
         stamp = STEP_COLUMNS.index("timestamp")

@@ -10,6 +10,7 @@ import traceback
 from types import TracebackType
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -32,9 +33,6 @@ logger = logging.getLogger(__name__)
 
 # How often a running trajectory looks for its batch's cancel: a cancel stops it within about this.
 CANCEL_POLL_S = 0.5
-# How often a running trajectory's heartbeat is written while a long step (a slow generation, a
-# long test run) runs, so that a resume does not take it for a dead worker's.
-HEARTBEAT_S = 10.0
 # A failed rollout's error keeps the end of its traceback (what a worker log would show), bounded.
 LOG_TAIL_CHARS = 3000
 ERROR_MAX = 5000
@@ -136,7 +134,10 @@ class CancelWatch:
         self._thread.join()
 
     def _watch(self) -> None:
-        beat_due = HEARTBEAT_S
+        # Three beats within the stale window while a long step (a slow generation, a long test
+        # run) runs, so that neither a resume nor a worker's check takes it for a dead worker's.
+        beat_every = settings.CRUCIBLE_ROLLOUT_STALE_S / 3
+        beat_due = beat_every
         waited = 0.0
         try:
             while not self._done.wait(CANCEL_POLL_S):
@@ -147,7 +148,7 @@ class CancelWatch:
                     self.stopped.set()
                     kill_sandbox_commands()
                 elif waited >= beat_due:
-                    beat_due += HEARTBEAT_S
+                    beat_due += beat_every
                     Trajectory.objects.filter(
                         pk=self.trajectory.pk, status=Trajectory.Status.RUNNING, attempt=self.trajectory.attempt
                     ).update(heartbeat_at=timezone.now())

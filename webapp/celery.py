@@ -63,10 +63,17 @@ class RequeueLostRollouts(bootsteps.StartStopStep):
     """
 
     requires = {"celery.worker.consumer.tasks:Tasks"}
+    check: Any = None
 
     def start(self, parent: Any) -> None:
         if JobQueue.ROLLOUTS not in {q.name for q in parent.task_consumer.queues}:
             return
+        if self.check is None:
+            # A worker killed mid-rollout leaves its row running; any worker of the queue takes it back.
+            from django.conf import settings
+
+            stale = float(settings.CRUCIBLE_ROLLOUT_STALE_S)
+            self.check = parent.timer.call_repeatedly(stale / 3, requeue_dead, (stale,))
         try:
             if parent.connection.default_channel._size(JobQueue.ROLLOUTS):
                 return  # the queue is there: nothing was lost
@@ -75,6 +82,23 @@ class RequeueLostRollouts(bootsteps.StartStopStep):
             requeue_lost_rollouts()
         except Exception:  # noqa: BLE001 - a failed check must not stop the worker consuming
             logger.exception("could not check for rollouts lost with the broker")
+
+    def stop(self, parent: Any) -> None:
+        if self.check is not None:
+            self.check.cancel()
+            self.check = None
+
+
+def requeue_dead(stale_after: float) -> None:
+    from django.db import close_old_connections
+
+    from trajectories.batches import requeue_dead_rollouts
+
+    try:
+        requeue_dead_rollouts(stale_after)
+    except Exception:  # noqa: BLE001 - a failed check must not stop the worker; the next one tries again
+        logger.exception("could not check for rollouts whose worker died")
+        close_old_connections()
 
 
 app = Celery("crucible")

@@ -175,6 +175,9 @@ CHANNEL_LAYERS = {
             # drops the client (redis/redis-py#4091). No read timeout, keepalive on instead.
             "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
             "prefix": envstr("CHANNELS_PREFIX", "crucible"),
+            # Events waiting for one socket's consumer; past this channels_redis drops them
+            # silently. 100 (its default) was exceeded by 200 viewers of one batch on 2 cores.
+            "capacity": envint("CRUCIBLE_CHANNEL_CAPACITY", 2000),
         },
     }
 }
@@ -245,6 +248,9 @@ SPECTACULAR_SETTINGS = {
 
 # Crucible's own limits.
 CRUCIBLE_MAX_JSONL_LINE_BYTES = envint("CRUCIBLE_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
+# A running rollout whose heartbeat is older than this is a dead worker's: a worker puts it back in
+# the queue (webapp.celery.RequeueLostRollouts). Rollouts beat three times within it.
+CRUCIBLE_ROLLOUT_STALE_S = envint("CRUCIBLE_ROLLOUT_STALE_S", 60)
 CRUCIBLE_SANDBOX_BACKEND = envchoice("CRUCIBLE_SANDBOX_BACKEND", DEFAULT_BACKEND, tuple(values(BackendName)))
 # Object storage shared by every host (task trees, exports, checkpoints, archives): empty for
 # the local var/ only, or s3://bucket/prefix with AWS_* credentials (docs/deploy.md).

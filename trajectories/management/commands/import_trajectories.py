@@ -4,6 +4,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DatabaseError
 from tqdm import tqdm
 
 from trajectories.interchange.common import InterchangeError
@@ -76,3 +77,7 @@ class Command(BaseCommand):
                 )
             except RecordError as exc:
                 raise CommandError(f"{path}: {exc}; nothing was imported") from None
+            except DatabaseError as exc:
+                # The file's one transaction went with the connection: say so in a line, not a traceback.
+                reason = " ".join(str(exc).split())[:300] or type(exc).__name__
+                raise CommandError(f"{path}: the database failed mid-import ({reason}); nothing was imported") from None
