@@ -49,6 +49,19 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
+    # Playwright evaluates a string predicate (wait_for_function, evaluate) in the page, which
+    # the site's CSP forbids (no 'unsafe-eval'): these tests drive pages, so the CSP is lifted
+    # for their driver. tests/browser/test_csp.py checks the CSP itself on `strict_page`.
+    context = browser.new_context(bypass_csp=True)
+    page = context.new_page()
+    page.set_default_timeout(15000)
+    yield page
+    context.close()
+
+
+@pytest.fixture
+def strict_page(browser: Any) -> Iterator[Any]:
+    """A page under the site's own Content-Security-Policy, as a real browser sees it."""
     context = browser.new_context()
     page = context.new_page()
     page.set_default_timeout(15000)

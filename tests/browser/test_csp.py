@@ -27,8 +27,9 @@ document.addEventListener("securitypolicyviolation", (e) =>
 
 
 def test_the_main_pages_run_under_the_csp_and_fetch_only_from_this_server(
-    asgi_server: str, page: Any, admin_user: Any
+    asgi_server: str, strict_page: Any, admin_user: Any
 ) -> None:
+    page = strict_page
     pairs = comparison_set(name="csp", tasks=1)
     comparison = pairs.comparisons.select_related("task__suite").get()
     task = comparison.task
