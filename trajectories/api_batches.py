@@ -25,7 +25,7 @@ from core.limits import MAX_STEPS_MAX, MAX_STEPS_MIN, SAMPLES_MAX, SAMPLES_MIN, 
 from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, RunStatus, choices
 from tasks.models import TaskSuite
 from trajectories.batch_views import LaunchForm
-from trajectories.batches import RolloutError, cancel_batch, resume_batch, start_batch
+from trajectories.batches import RolloutError, cancel_batch, launch_from_form, resume_batch
 from trajectories.models import RolloutBatch
 from trajectories.progress import batch_counts
 
@@ -164,18 +164,7 @@ class BatchViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[Rollou
             raise ValidationError(form_errors(form.errors))
         data = form.cleaned_data
         try:
-            batch = start_batch(
-                data["suite"],
-                data["policy"],
-                data["model"],
-                samples=data["samples"],
-                temperature=data["temperature"],
-                max_steps=data["max_steps"],
-                sandbox=data["sandbox"],
-                base_url=data["base_url"],
-                user=request.user,
-                task_ids=data["tasks"],
-            )
+            batch = launch_from_form(data, request.user)
         except RolloutError as exc:
             raise ValidationError({"non_field_errors": [str(exc)]}) from None
         return Response(BatchDetailSerializer(batch).data, status=status.HTTP_201_CREATED)

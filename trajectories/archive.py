@@ -29,22 +29,10 @@ from django.utils import timezone
 
 from core.storage import object_store
 from core.vocabulary import RunStatus
+from trajectories.bulk import STEP_COLUMNS
 from trajectories.models import RetentionRule, RolloutBatch, Step, Trajectory
 
-FIELDS = (
-    "step",
-    "action_type",
-    "action_input",
-    "observation",
-    "observation_truncated",
-    "thought",
-    "reward",
-    "reward_breakdown",
-    "timestamp",
-    "duration_ms",
-    "exit_code",
-    "extra",
-)
+FIELDS = STEP_COLUMNS[1:]  # every column of a step but its trajectory, as the bulk import writes them
 ARCHIVE_FORMAT = "crucible-steps/1"
 CHUNK = 2000
 FINISHED = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})

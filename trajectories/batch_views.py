@@ -21,7 +21,13 @@ from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES
 from tasks.models import TaskSuite
-from trajectories.batches import RolloutError, cancel_batch, check_policy_source, resume_batch, start_batch
+from trajectories.batches import (
+    RolloutError,
+    cancel_batch,
+    check_policy_source,
+    launch_from_form,
+    resume_batch,
+)
 from trajectories.events import BatchRow, BatchState, batch_live_group
 from trajectories.models import RolloutBatch
 from trajectories.progress import batch_counts, batch_metrics, distinct_errors, error_line
@@ -73,18 +79,7 @@ def batch_list(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             data = form.cleaned_data
             try:
-                batch = start_batch(
-                    data["suite"],
-                    data["policy"],
-                    data["model"],
-                    samples=data["samples"],
-                    temperature=data["temperature"],
-                    max_steps=data["max_steps"],
-                    sandbox=data["sandbox"],
-                    base_url=data["base_url"],
-                    user=request.user,
-                    task_ids=data["tasks"],
-                )
+                batch = launch_from_form(data, request.user)
             except RolloutError as exc:
                 form.add_error(None, str(exc))
             else:

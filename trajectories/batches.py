@@ -288,3 +288,19 @@ def cancel_batch(batch: RolloutBatch, user: Any = None) -> bool:
         publish_on_commit(batch_live_group(batch.pk), event)
     logger.info("batch %s cancelled; %d queued trajectories will not run", batch.pk, left)
     return True
+
+
+def launch_from_form(data: dict[str, Any], user: Any) -> RolloutBatch:
+    """start_batch with a LaunchForm's cleaned data: the batch page and the API launch alike."""
+    return start_batch(
+        data["suite"],
+        data["policy"],
+        data["model"],
+        samples=data["samples"],
+        temperature=data["temperature"],
+        max_steps=data["max_steps"],
+        sandbox=data["sandbox"],
+        base_url=data["base_url"],
+        user=user,
+        task_ids=data["tasks"],
+    )
