@@ -19,6 +19,7 @@ import yaml
 from django.conf import settings
 
 from core.vocabulary import CheckpointKind, TrainingKind, values
+from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
 from training.queries import find_training_set, set_spec
 
@@ -289,7 +290,8 @@ def _resolve_model(
     else:
         path = Path(ref) if Path(ref).is_absolute() else Path(settings.BASE_DIR) / ref
         checkpoint = Checkpoint.objects.filter(path=str(path.resolve())).first()
-    if not (path / "config.json").is_file():
+    # A checkpoint saved on another host is fetched where the trainer runs (training.launcher).
+    if not (path / "config.json").is_file() and not (checkpoint is not None and is_fetchable(checkpoint)):
         c.error("model.base_model", f"unknown model: {ref!r} is not a directory with a config.json")
         return None, None
     if checkpoint is not None and checkpoint.kind == CheckpointKind.REWARD and kind is not TrainingKind.REWARD:

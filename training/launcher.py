@@ -30,8 +30,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.live import publish_on_commit
+from core.objectstore import StoreError
 from core.vocabulary import CheckpointKind, RunStatus, Termination, TrajectorySource, TrajectoryStatus
 from tasks.models import Task
+from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model, local_checkpoint, publish_checkpoint
 from training.models import Checkpoint, RunMetric, TrainingRun
 from training.services import (
     HEARTBEAT_SECONDS,
@@ -190,6 +192,14 @@ class RunFollower:
                 self.group,
                 {"kind": "checkpoint", "run_id": run.pk, "id": checkpoint.pk, "step": step, "path": checkpoint.path},
             )
+        try:
+            # After the commit: the row exists (its id names the objects) but no host fetches it
+            # until the upload is complete and its manifest hash is recorded.
+            publish_checkpoint(checkpoint)
+        except (StoreError, CheckpointStoreError, OSError) as exc:
+            # The run goes on: the checkpoint is still usable on this host, and resumable.
+            logger.exception("checkpoint %s of run %s: upload to the object store failed", checkpoint.pk, run.pk)
+            self.tail.append(f"[crucible] checkpoint {checkpoint.pk} not uploaded: {exc}"[:LOG_LINE_CHARS])
 
     def on_rollout(self, event: dict[str, Any]) -> None:
         """A GRPO generation and its reward, kept as a trajectory of the run (not verified: the
@@ -286,8 +296,27 @@ def execute(run_pk: int) -> TrainingRun | None:
         raise
 
 
+def _localize_base_model(directory: Path) -> None:
+    """Point the trainer at a local copy of a base checkpoint (or resume point) saved on another host."""
+    config_file = directory / "config.json"
+    try:
+        config = json.loads(config_file.read_text())
+        base = str(config["model"]["base_model"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # the trainer reports a config it cannot read, as before
+    checkpoint = checkpoint_for_model(base) if not Path(base).is_dir() else None
+    if checkpoint is None:
+        return
+    config["model"]["base_model"] = str(local_checkpoint(checkpoint))
+    config_file.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
 def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
     directory = run_dir(run)
+    try:
+        _localize_base_model(directory)
+    except (StoreError, CheckpointStoreError, OSError) as exc:
+        return _finish(run, follower, RunStatus.FAILED, f"could not fetch the base checkpoint: {exc}")
     command = trainer_command(directory)
     started = time.monotonic()
     logger.info("training run %s started on %s: %s", run.pk, run.worker, " ".join(command))

@@ -105,6 +105,9 @@ class Checkpoint(models.Model):
     dataset_hash = models.CharField(max_length=64, blank=True)
     code_version = models.CharField(max_length=64, blank=True)
     metrics = models.JSONField(default=dict, blank=True)  # the run's metrics when this was saved
+    # SHA-256 of its manifest in the object store (training.checkpoint_store); blank while only
+    # the saving host has it. Kept here, not beside the files, so a tampered store cannot vouch for itself.
+    manifest_sha256 = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -16,6 +16,7 @@ from typing import Any
 from annotation.agreement_report import PairScorer
 from annotation.models import Comparison
 from core.vocabulary import CheckpointKind
+from training.checkpoint_store import CheckpointStoreError, is_fetchable, local_checkpoint
 from training.models import Checkpoint
 from trajectories.conversation import TOOLS, RecordedStep, conversation
 from trajectories.models import Trajectory
@@ -34,7 +35,8 @@ def reward_model_scorers() -> dict[str, PairScorer]:
     scorers: dict[str, PairScorer] = {}
     newest = Checkpoint.objects.filter(kind=CheckpointKind.REWARD).order_by("-created_at", "-id")[:MAX_MODELS]
     for checkpoint in newest:
-        if (Path(checkpoint.path) / "config.json").is_file():
+        # One saved on another host is listed when the object store has it; scoring fetches it.
+        if (Path(checkpoint.path) / "config.json").is_file() or is_fetchable(checkpoint):
             scorers[f"reward model {checkpoint.name} (#{checkpoint.pk})"] = partial(
                 score_difference, checkpoint.pk, checkpoint.path
             )
@@ -54,9 +56,13 @@ def learned_score(checkpoint_ref: str, trajectory: Trajectory) -> float:
     checkpoint = found.order_by("-created_at", "-id").first()
     if checkpoint is None:
         raise LearnedScoreError(f"no reward-model checkpoint {checkpoint_ref!r}")
-    if not (Path(checkpoint.path) / "config.json").is_file():
+    try:
+        local = local_checkpoint(checkpoint)  # fetched from the object store when saved elsewhere
+    except CheckpointStoreError as exc:
+        raise LearnedScoreError(f"reward-model checkpoint {checkpoint_ref!r}: {exc}") from None
+    if not (local / "config.json").is_file():
         raise LearnedScoreError(f"reward-model checkpoint {checkpoint_ref!r}: no model at {checkpoint.path}")
-    return trajectory_score(checkpoint.pk, checkpoint.path, trajectory)
+    return trajectory_score(checkpoint.pk, str(local), trajectory)
 
 
 def score_difference(checkpoint_id: int, path: str, comparison: Comparison) -> float:
@@ -76,6 +82,8 @@ def trajectory_score(checkpoint_id: int, path: str, trajectory: Trajectory) -> f
 
     from training.trainers.sft import plain_message  # torch and transformers: only when scoring
 
+    if not Path(path).is_dir():
+        path = str(local_checkpoint(Checkpoint.objects.get(pk=checkpoint_id)))
     tokenizer, model = _load(path)
     statement = trajectory.task.statement if trajectory.task is not None else trajectory.prompt
     steps = [

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from core.vocabulary import CheckpointKind
+from training.checkpoint_store import CheckpointStoreError, local_checkpoint
 from training.models import Checkpoint
 from trajectories.model_server import ModelServer, serve_model
 
@@ -30,7 +30,11 @@ def policy_checkpoint(ref: str) -> Checkpoint:
         raise ServeError(f"no checkpoint {ref!r}")
     if checkpoint.kind != CheckpointKind.POLICY:
         raise ServeError(f"checkpoint {ref!r} is a {checkpoint.kind} model; only policy checkpoints generate")
-    if not (Path(checkpoint.path) / "config.json").is_file():
+    try:
+        local = local_checkpoint(checkpoint)  # fetched from the object store when saved elsewhere
+    except CheckpointStoreError as exc:
+        raise ServeError(str(exc)) from None
+    if not (local / "config.json").is_file():
         raise ServeError(f"checkpoint {ref!r}: no model at {checkpoint.path}")
     return checkpoint
 
@@ -38,5 +42,5 @@ def policy_checkpoint(ref: str) -> Checkpoint:
 @contextmanager
 def serve_checkpoint(checkpoint: Checkpoint, port: int | None = None) -> Iterator[ModelServer]:
     """Serve the checkpoint until the block ends; requests name the model as `server.model`."""
-    with serve_model(checkpoint.path, port=port) as server:
+    with serve_model(str(local_checkpoint(checkpoint)), port=port) as server:
         yield server

@@ -9,6 +9,7 @@ at a time (a plain sync iterator would make Django read the whole export into me
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,17 +18,26 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.http import StreamingHttpResponse
+from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import ParseError, PermissionDenied
+from rest_framework.exceptions import APIException, NotFound, ParseError, PermissionDenied
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
+from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.audit import AuditAction
+from core.audit import record as audit
+from core.objectstore import StoreError
 from core.roles import ADMIN, RESEARCHER, has_role
+from core.storage import object_store
 from webapp.export_formats import coalesce
-from webapp.export_kinds import ExportError, ExportOptions, build_export
+from webapp.export_kinds import Export, ExportError, ExportOptions, build_export
+from webapp.export_store import parse_stored, read_chunks, stored_key, write_to_store
+
+logger = logging.getLogger(__name__)
 
 FLAGS = ("include_unfinished", "keep_ties", "no_margin", "unredacted")
 VALUES = ("suite", "batch", "set", "tokenizer", "model_name")
@@ -122,19 +132,92 @@ class ExportView(APIView):
         responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
     )
     def get(self, request: Request, kind: str) -> StreamingHttpResponse:
-        options = options_from(request.query_params)
-        if options.unredacted and not has_role(request.user, ADMIN):
-            raise PermissionDenied("An unredacted export needs the admin role.")
-        try:
-            export = build_export(kind, request.query_params.get("format", "jsonl"), options, request.user)
-        except ExportError as exc:
-            raise ParseError(str(exc)) from None
-        chunks = coalesce(export.stream())
-        body: Iterator[bytes] | AsyncIterator[bytes] = (
-            _pulled(chunks) if isinstance(request._request, ASGIRequest) else chunks
-        )
-        response = StreamingHttpResponse(body, content_type=export.content_type)
+        export = _export(request, kind, request.query_params)
+        response = StreamingHttpResponse(_body(request, coalesce(export.stream())), content_type=export.content_type)
         response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
         response["X-Crucible-Redacted"] = "true" if export.redacted else "false"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    @extend_schema(
+        summary="Write an export to the object store",
+        description=(
+            "The same kinds, formats and options as GET, in a JSON body (format is required), written "
+            "whole to the deployment's object store as exports/<kind>/<id>-<format>.<ext>; any web host "
+            "then serves it from `download`. For exports too long for one request to wait on a client."
+        ),
+        request={"application/json": {"type": "object", "properties": {"format": {"type": "string"}}}},
+        responses={201: OpenApiTypes.OBJECT},
+    )
+    def post(self, request: Request, kind: str) -> Response:
+        given = request.data if isinstance(request.data, dict) else {}
+        if not isinstance(given.get("format"), str):
+            raise ParseError("format is required (jsonl, parquet, hf, ...)")
+        params = {name: _text(value) for name, value in given.items()}
+        export = _export(request, kind, params)
+        try:
+            stored = write_to_store(export.stream(), object_store(), stored_key(export))
+        except StoreError as exc:
+            logger.error("export %s %s not stored: %s", kind, export.format, exc)
+            raise APIException("The object store refused the export; see the server log.") from None
+        return Response(
+            {
+                "key": stored.key,
+                "bytes": stored.bytes,
+                "sha256": stored.sha256,
+                "count": export.tally.count,
+                "redacted": export.redacted,
+                "download": reverse("stored-export", args=[stored.kind, stored.name]),
+            },
+            status=201,
+        )
+
+
+def _text(value: Any) -> str:
+    """A JSON body's value as the query string would spell it (true -> 1)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if value is None or isinstance(value, dict | list):
+        raise ParseError("export options are strings, numbers or booleans")
+    return str(value)
+
+
+def _export(request: Request, kind: str, params: Any) -> Export:
+    options = options_from(params)
+    if options.unredacted and not has_role(request.user, ADMIN):
+        raise PermissionDenied("An unredacted export needs the admin role.")
+    try:
+        return build_export(kind, params.get("format", "jsonl"), options, request.user)
+    except ExportError as exc:
+        raise ParseError(str(exc)) from None
+
+
+def _body(request: Request, chunks: Iterator[bytes]) -> Iterator[bytes] | AsyncIterator[bytes]:
+    return _pulled(chunks) if isinstance(request._request, ASGIRequest) else chunks
+
+
+class StoredExportView(APIView):
+    permission_classes = [ResearchersExport]
+
+    @extend_schema(
+        summary="Download an export from the object store",
+        description="Streamed from the store in chunks by whichever web host answers; an unredacted one is an admin's.",
+        responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+    )
+    def get(self, request: Request, kind: str, name: str) -> StreamingHttpResponse:
+        found = parse_stored(kind, name)
+        if found is None:
+            raise NotFound("No such stored export.")
+        if found.unredacted and not has_role(request.user, ADMIN):
+            raise PermissionDenied("An unredacted export needs the admin role.")
+        try:
+            size, chunks = read_chunks(object_store(), found.key)
+        except StoreError:
+            raise NotFound("No such stored export.") from None
+        audit(request.user, AuditAction.EXPORT, kind, stored=found.key, download=True, redacted=not found.unredacted)
+        response = StreamingHttpResponse(_body(request, chunks), content_type=found.content_type)
+        response["Content-Length"] = str(size)
+        response["Content-Disposition"] = f'attachment; filename="{name}"'
+        response["X-Crucible-Redacted"] = "false" if found.unredacted else "true"
         response["X-Content-Type-Options"] = "nosniff"
         return response

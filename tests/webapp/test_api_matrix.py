@@ -77,6 +77,8 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("POST", "/api/v1/eval-runs/"): WRITE_400,
     ("GET", "/api/v1/eval-runs/{id}/"): READ,
     ("GET", "/api/v1/exports/{kind}/"): RESEARCH_READ,  # reviewers read pages, they take no data away
+    ("POST", "/api/v1/exports/{kind}/"): WRITE_400,  # to the object store; no format given
+    ("GET", "/api/v1/exports/stored/{kind}/{name}/"): (401, 403, 404, 404),  # no stored export of that name
     # Outside the schema: the router's index, the schema itself and its Swagger UI.
     ("GET", "/api/v1/"): READ,
     ("GET", "/api/schema/"): READ,

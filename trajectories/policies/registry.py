@@ -39,10 +39,23 @@ PolicyFactory = Callable[[PolicySettings], Policy]
 Preflight = Callable[[str, str, float], str | None]
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model path this host lacks can come from (training registers its checkpoint store).
+
+    `fetch(model)` returns a local directory for it, or None when it is not this source's;
+    `known(model)` says cheaply, without fetching, whether `fetch` would find it.
+    """
+
+    fetch: Callable[[str], str | None]
+    known: Callable[[str], bool]
+
+
 class PolicyRegistry:
     def __init__(self) -> None:
         self._factories: dict[str, PolicyFactory] = {}
         self._preflights: dict[str, Preflight] = {}
+        self._model_sources: list[ModelSource] = []
 
     def register(self, kind: PolicyKind, factory: PolicyFactory, preflight: Preflight | None = None) -> None:
         if kind in self._factories:
@@ -55,6 +68,20 @@ class PolicyRegistry:
         """Why `kind` could not start with this model or server (checked from here, quickly), or None."""
         check = self._preflights.get(kind)
         return check(model, base_url, timeout) if check is not None else None
+
+    def add_model_source(self, source: ModelSource) -> None:
+        self._model_sources.append(source)
+
+    def local_model(self, model: str) -> str:
+        """`model` as a directory on this host: fetched by a model source when one holds it."""
+        for source in self._model_sources:
+            found = source.fetch(model)
+            if found is not None:
+                return found
+        return model
+
+    def model_known(self, model: str) -> bool:
+        return any(source.known(model) for source in self._model_sources)
 
     def kinds(self) -> list[str]:
         return list(self._factories)
@@ -73,7 +100,8 @@ def _scripted(settings: PolicySettings) -> Policy:
 
 def _hf(settings: PolicySettings) -> Policy:
     return HFPolicy(
-        settings.model,
+        # A checkpoint saved on another host (a GPU host's path) is fetched here first.
+        policy_registry.local_model(settings.model),
         temperature=settings.temperature,
         top_p=settings.top_p,
         seed=settings.seed,
@@ -96,5 +124,12 @@ def _openai(settings: PolicySettings) -> Policy:
 
 policy_registry = PolicyRegistry()
 policy_registry.register(PolicyKind.SCRIPTED, _scripted)
-policy_registry.register(PolicyKind.HF, _hf, lambda model, _url, _timeout: model_path_error(model))
+
+
+def _hf_preflight(model: str, _url: str, _timeout: float) -> str | None:
+    problem = model_path_error(model)
+    return None if problem is not None and policy_registry.model_known(model) else problem
+
+
+policy_registry.register(PolicyKind.HF, _hf, _hf_preflight)
 policy_registry.register(PolicyKind.OPENAI, _openai, lambda model, url, timeout: server_error(url, model, timeout))

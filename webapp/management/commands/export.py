@@ -17,7 +17,10 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
+from core.objectstore import ObjectStore, StoreError
+from core.storage import object_store, store_and_key
 from webapp.export_kinds import DIRECTORY, KINDS, Export, ExportError, ExportOptions, build_export
+from webapp.export_store import stored_key, write_to_store
 
 FORMATS = sorted({name for kind in KINDS.values() for name in kind.formats})
 # How each option is spelled on the command line, for the error that refuses it.
@@ -45,7 +48,16 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("what", choices=list(KINDS))
         parser.add_argument("--format", choices=FORMATS, default="jsonl")
-        parser.add_argument("--out", type=Path, required=True, help="a file; a directory for --format hf")
+        where = parser.add_mutually_exclusive_group(required=True)
+        where.add_argument(
+            "--out",
+            help="a file (a directory for --format hf), or s3://bucket/key (an hf export goes there as a tar)",
+        )
+        where.add_argument(
+            "--to-store",
+            action="store_true",
+            help="into the configured object store (CRUCIBLE_STORAGE_URL), as exports/KIND/ID-FORMAT.EXT",
+        )
         parser.add_argument("--suite", default=None, help="tasks, trajectories: only this suite")
         parser.add_argument("--batch", type=int, default=None, help="trajectories: only this rollout batch")
         parser.add_argument(
@@ -78,9 +90,7 @@ class Command(BaseCommand):
                 raise CommandError(f"{flag} does not apply to a {what} export")
         if what in NEEDS_SET and not options["set_name"]:
             raise CommandError(f"export {what} needs --set NAME")
-        out: Path = options["out"]
-        if not out.parent.is_dir():
-            raise CommandError(f"{out.parent}: no such directory")
+        target = self._target(options["out"])
         export_options = ExportOptions(
             suite=options["suite"],
             batch=options["batch"],
@@ -101,13 +111,35 @@ class Command(BaseCommand):
                 disable=options["verbosity"] == 0,
                 file=self.stderr._out,
             ) as bar:
-                if export.shape == DIRECTORY and export.format == "hf":
-                    _write_directory(export, out, bar)
+                if isinstance(target, Path):
+                    if export.shape == DIRECTORY and export.format == "hf":
+                        _write_directory(export, target, bar)
+                    else:
+                        _write_file(export, target, bar)
+                    written = str(target)
                 else:
-                    _write_file(export, out, bar)
+                    store, key = target if target is not None else (object_store(), stored_key(export))
+                    stored = write_to_store(_progress(export.stream(), export, bar), store, key)
+                    written = f"{store.url}/{stored.key} ({stored.bytes} bytes, sha256 {stored.sha256})"
         except ExportError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"{export.tally.count} {export.noun} written to {out}")
+        except StoreError as exc:
+            raise CommandError(f"the export was not stored: {exc}") from None
+        self.stdout.write(f"{export.tally.count} {export.noun} written to {written}")
+
+    def _target(self, out: str | None) -> Path | tuple[ObjectStore, str] | None:
+        """A local path, an explicit bucket and key, or None for the configured store (--to-store)."""
+        if out is None:
+            return None
+        if out.startswith("s3://"):
+            try:
+                return store_and_key(out)
+            except StoreError as exc:
+                raise CommandError(str(exc)) from None
+        path = Path(out)
+        if not path.parent.is_dir():
+            raise CommandError(f"{path.parent}: no such directory")
+        return path
 
 
 def _progress(pieces: Iterator[Any], export: Export, bar: tqdm[Any]) -> Iterator[Any]:
