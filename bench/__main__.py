@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench import (
     compare_page,
+    environments,
     export_api,
     jsonl_io,
     learning,
@@ -34,6 +35,7 @@ BENCHES = {
     "score_patch": score_patch.run,
     "validation": validation.run,
     "real_history": real_history.run,
+    "environments": environments.run,
     "rollouts": rollouts.run,
     "review_pages": review_pages.run,
     "compare_page": compare_page.run,

@@ -131,6 +131,7 @@ def run() -> dict[str, Any]:
                 "reasons": reasons,
                 "validate_s": round(took, 2),
                 "statement_quality": statements.quality(statement, patch)["score"],
+                "statement": statement[:600],
             }
             if result.status == "valid":
                 # The bare runs validation needs: `RUNS` each way.

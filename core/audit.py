@@ -31,6 +31,7 @@ class AuditAction(StrEnum):
     REDACT = "redact"  # detail: where, rule, count (never the matched text)
     GENERATE = "generate"  # how a synthetic task was made: builder, source, operator
     DELETE = "delete"
+    CHANGE = "change"  # a suite's split or a task's test command: detail: field, before, after
 
 
 def record(

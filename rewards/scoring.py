@@ -22,7 +22,7 @@ from rewards.spec import RewardSpec
 from sandbox import Limits, Sandbox, ToolError
 from sandbox.backends.base import Backend
 from sandbox.results import TestReport
-from tasks.spec import TaskSpec, copy_hidden_tests
+from tasks.spec import TaskSpec, copy_hidden_tests, task_environment
 
 # Endings other than a submit: the agent gave up or was stopped, which the outcome penalises.
 EARLY_TERMINATIONS = frozenset({Termination.MAX_STEPS, Termination.TIMEOUT, Termination.ERROR})
@@ -130,7 +130,7 @@ def score_patch(
     }
 
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
-    with Sandbox(task.base_dir, backend, limits=run_limits) as box:
+    with Sandbox(task.base_dir, backend, limits=run_limits, environment=task_environment(task)) as box:
         if admission.kept:
             method = _apply(box, admission.kept_text())
             breakdown["applied_with"] = method

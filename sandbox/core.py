@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import posixpath
 import secrets
 import shutil
 import stat
@@ -17,6 +18,7 @@ from types import TracebackType
 
 from sandbox import gitops, quota, tools
 from sandbox.backends.base import WORKSPACE_MOUNT, Backend, SandboxError
+from sandbox.environments import Environment
 from sandbox.hermetic import (
     DEFAULT_TEST_COMMAND,
     HARNESS_FILE,
@@ -142,6 +144,7 @@ class Sandbox:
         backend: Backend | str = DEFAULT_BACKEND,
         limits: Limits | None = None,
         env: Mapping[str, str] | None = None,
+        environment: Environment | None = None,
     ) -> None:
         started = self._created = time.perf_counter()
         base = Path(base)
@@ -149,6 +152,12 @@ class Sandbox:
             raise SandboxError(f"{base}: not a directory")
         reap_orphans()
         self.backend = make_backend(backend) if isinstance(backend, str) else backend
+        self.environment = environment
+        # The task's environment (its dependencies, its import paths) instead of the bare runner.
+        self.pythonpath: tuple[str, ...] = ()
+        if environment is not None:
+            self.backend = self.backend.for_environment(environment)
+            self.pythonpath = environment.spec.pythonpath
         self.limits = limits or Limits()
         self.env = dict(env or {})
         self.base = base.resolve()
@@ -211,12 +220,16 @@ class Sandbox:
         argv = ["/bin/sh", "-c", cmd] if isinstance(cmd, str) else list(cmd)
         if not argv:
             raise SandboxError("empty command")
-        result = self.backend.run(
-            argv, self.workspace, self.limits.with_timeout(timeout), {**self.env, **(env or {})}, stdin=stdin
-        )
+        paths = self._import_paths(str(self.workspace) if self.backend.name == BackendName.LOCAL else WORKSPACE_MOUNT)
+        run_env = {**({"PYTHONPATH": ":".join(paths)} if paths else {}), **self.env, **(env or {})}
+        result = self.backend.run(argv, self.workspace, self.limits.with_timeout(timeout), run_env, stdin=stdin)
         if self.startup_ms is None:
             self.startup_ms = result.startup_ms
         return result
+
+    def _import_paths(self, workspace_inside: str) -> list[str]:
+        """The environment's import paths (a `src/` layout's `src`) as the sandbox sees them."""
+        return [posixpath.normpath(f"{workspace_inside}/{entry}") for entry in self.pythonpath]
 
     # file tools --------------------------------------------------------------
     def read_file(self, path: str) -> str:
@@ -295,7 +308,7 @@ class Sandbox:
         workspace_inside = str(self.workspace) if local else WORKSPACE_MOUNT
         reports_inside = str(reports) if local else f"/run/{secrets.token_hex(16)}"
         harness_inside = str(harness) if local else f"/run/{secrets.token_hex(16)}"
-        write_harness(harness, workspace_inside, plugins)
+        write_harness(harness, workspace_inside, plugins, self._import_paths(workspace_inside))
         argv = [
             *prefix,
             "-c",

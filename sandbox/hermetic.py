@@ -58,12 +58,15 @@ import sys
 import pytest
 
 WORKSPACE = {workspace!r}
+# The environment's import paths (a src/ layout's src), ahead of the workspace itself.
+IMPORT_PATHS = {paths!r}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config):
-    if WORKSPACE not in sys.path:
-        sys.path.insert(0, WORKSPACE)
+    for path in [WORKSPACE, *reversed(IMPORT_PATHS)]:
+        if path not in sys.path:
+            sys.path.insert(0, path)
 """
 HARNESS_OUT_ENV = "CRUCIBLE_HARNESS_OUT"
 REPORT_FILE = "report.xml"
@@ -121,10 +124,13 @@ def plugin_names(plugins: Sequence[tuple[str, str]]) -> list[str]:
     return names
 
 
-def write_harness(harness: Path, workspace_inside: str, plugins: Sequence[tuple[str, str]]) -> None:
+def write_harness(
+    harness: Path, workspace_inside: str, plugins: Sequence[tuple[str, str]], import_paths: Sequence[str] = ()
+) -> None:
     harness.mkdir()
     (harness / HARNESS_INI).write_text(HARNESS_INI_TEXT)
-    (harness / f"{WORKSPACE_PATH_PLUGIN}.py").write_text(WORKSPACE_PATH_SOURCE.format(workspace=workspace_inside))
+    source = WORKSPACE_PATH_SOURCE.format(workspace=workspace_inside, paths=list(import_paths))
+    (harness / f"{WORKSPACE_PATH_PLUGIN}.py").write_text(source)
     for name, source in plugins:
         (harness / f"{name}.py").write_text(source)
     for path in harness.iterdir():

@@ -60,14 +60,23 @@ def _base_site_packages(mounted: list[str]) -> list[str]:
 
 
 def default_runtime() -> Runtime:
-    runner = str(ensure_runner_env())
+    """The runner venv's runtime: the interpreter's standard library and pytest, nothing else."""
+    return venv_runtime(str(ensure_runner_env()))
+
+
+def venv_runtime(venv_dir: str, mounted: bool = True) -> Runtime:
+    """A runtime whose `python` is the venv at `venv_dir` (the runner, or a task's environment).
+
+    `mounted=False` when the venv is already inside the backend's image (the docker backend's
+    environment images) rather than bound from the host.
+    """
     prefixes = _base_prefixes()
-    ro = [p for p in SYSTEM_DIRS if os.path.exists(p)] + prefixes + [runner]
-    runner_bin = f"{runner}/bin"
+    ro = [p for p in SYSTEM_DIRS if os.path.exists(p)] + prefixes + ([venv_dir] if mounted else [])
+    venv_bin = f"{venv_dir}/bin"
     return Runtime(
         ro_paths=tuple(ro),
-        python=f"{runner_bin}/python",
-        path=f"{runner_bin}:/usr/local/bin:/usr/bin:/bin",
+        python=f"{venv_bin}/python",
+        path=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
         hidden=tuple(_base_site_packages(prefixes)),
-        empty=f"{runner}/{EMPTY_DIR}",
+        empty=f"{venv_dir}/{EMPTY_DIR}",
     )

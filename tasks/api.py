@@ -1,4 +1,5 @@
-"""REST for task suites and tasks (read-only: tasks come in by import and builders)."""
+"""REST for task suites and tasks. Tasks come in by import and builders; what the API changes is how
+they are used: a suite's split and a task's test command (tasks.changes), each followed by a validation run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api_filters import CreatedRangeFilterSet
-from tasks.models import Task, TaskSuite
+from core.vocabulary import Split, choices
+from tasks.changes import ChangeError, change_split, change_test_command
+from tasks.models import Task, TaskSuite, ValidationRun
 
 
 @extend_schema_serializer(
@@ -100,6 +103,40 @@ class ValidationSerializer(serializers.ModelSerializer[Task]):
         fields = ["task_id", "version", "validation_status", "validation_report"]
 
 
+@extend_schema_serializer(
+    examples=[OpenApiExample("move to eval", value={"split": "eval", "runs": 3}, request_only=True)]
+)
+class SplitChangeSerializer(serializers.Serializer[None]):
+    split = serializers.ChoiceField(choices=choices(Split))
+    runs = serializers.IntegerField(min_value=1, max_value=20, default=3, help_text="validation runs per task")
+
+
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample("new command", value={"test_command": "python -m pytest -q tests", "runs": 3}, request_only=True)
+    ]
+)
+class CommandChangeSerializer(serializers.Serializer[None]):
+    test_command = serializers.CharField(max_length=1000, help_text="`pytest ...` or `python -m pytest ...`")
+    runs = serializers.IntegerField(min_value=1, max_value=20, default=3, help_text="validation runs per task")
+
+
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample(
+            "changed", value={"changed": "suite demo: split eval", "validation_runs": [12]}, response_only=True
+        )
+    ]
+)
+class ChangeResultSerializer(serializers.Serializer[None]):
+    changed = serializers.CharField()
+    validation_runs = serializers.ListField(child=serializers.IntegerField(), help_text="ValidationRun ids started")
+
+
+def _change_response(changed: str, runs: list[ValidationRun]) -> Response:
+    return Response({"changed": changed, "validation_runs": [run.pk for run in runs]}, status=202)
+
+
 class SuiteFilter(CreatedRangeFilterSet):
     class Meta:
         model = TaskSuite
@@ -130,6 +167,19 @@ class SuiteViewSet(viewsets.ReadOnlyModelViewSet[TaskSuite]):
     def get_queryset(self) -> QuerySet[TaskSuite]:
         return TaskSuite.objects.annotate(task_count=Count("tasks"))
 
+    @extend_schema(request=SplitChangeSerializer, responses={202: ChangeResultSerializer}, filters=False)
+    @action(detail=True, methods=["post"], url_path="split", pagination_class=None, filterset_class=None)
+    def split(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Move the suite to another split and validate its tasks again (a validation run, in the background)."""
+        body = SplitChangeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        suite = self.get_object()
+        try:
+            run = change_split(suite, body.validated_data["split"], request.user, body.validated_data["runs"])
+        except ChangeError as exc:
+            raise serializers.ValidationError({"split": str(exc)}) from None
+        return _change_response(f"suite {suite.name}: split {suite.split}", [run] if run else [])
+
 
 class TaskViewSet(viewsets.ReadOnlyModelViewSet[Task]):
     """Tasks, their frozen snapshot's hashes and their validation reports."""
@@ -147,3 +197,17 @@ class TaskViewSet(viewsets.ReadOnlyModelViewSet[Task]):
     def validation(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """The task's validation status and the report of its last validation run."""
         return Response(ValidationSerializer(self.get_object()).data)
+
+    @extend_schema(request=CommandChangeSerializer, responses={202: ChangeResultSerializer}, filters=False)
+    @action(detail=True, methods=["post"], url_path="test-command", pagination_class=None, filterset_class=None)
+    def test_command(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Give the task a new test command (a new version) and validate its suite again."""
+        body = CommandChangeSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        task = self.get_object()
+        command = body.validated_data["test_command"]
+        try:
+            runs = change_test_command([task], command, request.user, body.validated_data["runs"])
+        except ChangeError as exc:
+            raise serializers.ValidationError({"test_command": str(exc)}) from None
+        return _change_response(f"task {task.task_id}: test command {command!r}", runs)

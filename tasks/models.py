@@ -91,3 +91,30 @@ class ValidationRun(models.Model):
 
     def __str__(self) -> str:
         return f"validation {self.pk} of {self.suite_id}: {self.status}"
+
+
+class TaskEnvironment(models.Model):
+    """One repository environment as built on this deployment (sandbox.environments), for the suite page.
+
+    The venv itself lives on each worker host, keyed by `key` (its lock); this row keeps what
+    people ask about it: what it holds, how big, how long it took, and the build log or the
+    reason it could not be built.
+    """
+
+    spec_hash = models.CharField(max_length=16, unique=True)
+    key = models.CharField(max_length=16, blank=True, db_index=True)
+    repo = models.CharField(max_length=200, blank=True)
+    spec = models.JSONField(default=dict)
+    lock = models.JSONField(default=list, blank=True)
+    size_bytes = models.BigIntegerField(default=0)
+    build_seconds = models.FloatField(default=0)
+    built = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    log = models.TextField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self) -> str:
+        return f"environment {self.key or self.spec_hash} ({'built' if self.built else 'not built'})"

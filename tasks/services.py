@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
@@ -15,18 +16,28 @@ from django.utils import timezone
 from core.audit import AuditAction, record
 from core.live import group_name, publish_on_commit
 from core.vocabulary import LiveGroup, Split, values
+from sandbox.environments import EnvBuildError, EnvSpec
 from tasks.archives import is_archive, tasks_root, unpack_archive
 from tasks.audit import record_task_import
 from tasks.jobs import validate_suite_job
 from tasks.models import Task, TaskSuite, ValidationRun
 from tasks.redaction import redact_task_dir
-from tasks.spec import DEFAULT_TEST_COMMAND, DEFAULT_TESTS_DEST, DEFAULT_TIMEOUT_SECONDS, TaskSpec
+from tasks.secrets import SECRETS_BASELINE_KEY, clean_hashes
+from tasks.spec import (
+    DEFAULT_TEST_COMMAND,
+    DEFAULT_TESTS_DEST,
+    DEFAULT_TIMEOUT_SECONDS,
+    TaskSpec,
+    environment_spec,
+)
 from tasks.storage import TreeError, put_tree, tree_path
 from tasks.taskdir import TaskDir, TaskDirError, argument_path, find_task_dirs, read_task_dir
 from tasks.tree_cache import fetch_tree, publish_tree
 from tasks.validation import ValidationReport, validate
 
 DEFAULT_SUITE = "default"
+# A task's result in a validation run (and a build report) when it could not be validated at all.
+COULD_NOT_VALIDATE = "error"
 
 
 class TaskStoreError(ValueError):
@@ -51,7 +62,17 @@ def task_spec_for(task: Task) -> TaskSpec:
         tests_dest=task.tests_dest,
         test_command=task.test_command,
         timeout_seconds=task.timeout_seconds,
+        environment=task_environment_spec(task),
+        environment_error=str((task.metadata or {}).get("environment_error", ""))[:2000],
     )
+
+
+def task_environment_spec(task: Task) -> EnvSpec | None:
+    """The environment the task's metadata names; a malformed one is the task's error, not a crash."""
+    try:
+        return environment_spec(task.metadata or {})
+    except EnvBuildError as exc:
+        raise TaskStoreError(f"task {task.task_id}: {exc}") from None
 
 
 @dataclass
@@ -178,22 +199,38 @@ def _save_tasks(parsed: list[TaskDir], suite_name: str, split: str | None) -> Ta
 
 
 def validate_task(
-    task: Task, runs: int = 5, backend: str | None = None, progress: Callable[[str], None] = lambda _: None
+    task: Task,
+    runs: int = 5,
+    backend: str | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    min_statement_quality: float = 0.0,
 ) -> ValidationReport:
     """Validate one task and store its report; computed test lists fill in missing ones."""
-    spec = task_spec_for(task)
-    report = validate(
-        spec,
-        task.statement,
-        task.expected_patch,
-        base_commit=task.base_commit,
-        declared_license=task.license,
-        source=task.source,
-        license_allowlist=settings.CRUCIBLE_LICENSE_ALLOWLIST,
-        runs=runs,
-        backend=backend or settings.CRUCIBLE_SANDBOX_BACKEND,
-        progress=progress,
-    )
+    spec, arguments = validation_inputs(task, runs, backend, min_statement_quality)
+    report = validate(spec, **arguments, progress=progress)
+    store_validation(task, report)
+    return report
+
+
+def validation_inputs(
+    task: Task, runs: int, backend: str | None = None, min_statement_quality: float = 0.0
+) -> tuple[TaskSpec, dict[str, Any]]:
+    """`tasks.validation.validate`'s arguments for a task, all plain data: another process can run it."""
+    return task_spec_for(task), {
+        "statement": task.statement,
+        "expected_patch": task.expected_patch,
+        "base_commit": task.base_commit,
+        "declared_license": task.license,
+        "source": task.source,
+        "license_allowlist": list(settings.CRUCIBLE_LICENSE_ALLOWLIST),
+        "runs": runs,
+        "backend": backend or settings.CRUCIBLE_SANDBOX_BACKEND,
+        "min_statement_quality": min_statement_quality,
+        "secrets_baseline": sorted(clean_hashes((task.metadata or {}).get(SECRETS_BASELINE_KEY))),
+    }
+
+
+def store_validation(task: Task, report: ValidationReport) -> None:
     fields = ["validation_status", "validation_report", "updated_at"]
     task.validation_status = report.status
     task.validation_report = report.to_json()
@@ -202,7 +239,21 @@ def validate_task(
         task.fail_to_pass, task.pass_to_pass = report.fail_to_pass, report.pass_to_pass
         fields += ["fail_to_pass", "pass_to_pass"]
     task.save(update_fields=fields)
-    return report
+
+
+def set_secrets_baseline(tasks: Iterable[Task], hashes: Collection[str]) -> int:
+    """Store a reviewed baseline on tasks: every later validation counts those findings as reviewed.
+
+    Only detect-secrets' hashes are kept, never a secret. The task's version stays: a review
+    changes nothing an agent sees or runs.
+    """
+    stored = sorted(clean_hashes(hashes))
+    count = 0
+    for task in tasks:
+        task.metadata = {**(task.metadata or {}), SECRETS_BASELINE_KEY: stored}
+        task.save(update_fields=["metadata", "updated_at"])
+        count += 1
+    return count
 
 
 def start_validation_run(suite: TaskSuite, runs: int, user: User | AnonymousUser | None = None) -> ValidationRun:
@@ -217,18 +268,58 @@ def start_validation_run(suite: TaskSuite, runs: int, user: User | AnonymousUser
     return run
 
 
-def record_validation_progress(run: ValidationRun, task_id: str, status: str) -> None:
-    """One task of a run is done: save the count, then tell the browser after the commit."""
+def begin_validation_run(run: ValidationRun) -> list[int]:
+    """Mark the run running and fix what it covers: the primary keys of its tasks still to validate.
+
+    The total is counted now, not when the run was asked for, so tasks added meanwhile are in
+    it and the run's last task knows it is the last. A run with nothing left finishes here.
+    """
+    tasks = list(run.suite.tasks.order_by("task_id").values_list("pk", "task_id"))
+    pending = [pk for pk, task_id in tasks if task_id not in run.results]
+    with transaction.atomic():
+        locked = ValidationRun.objects.select_for_update().get(pk=run.pk)
+        locked.status = ValidationRun.Status.RUNNING
+        locked.total = len(locked.results) + len(pending)
+        locked.save(update_fields=["status", "total"])
+        _finish_if_done(locked)
+    run.status, run.total = locked.status, locked.total
+    return pending if locked.status == ValidationRun.Status.RUNNING else []
+
+
+def record_validation_progress(run: ValidationRun, task_id: str, status: str, error: str = "") -> None:
+    """One task of a run is done (`error`: why it could not be validated); the last one finishes the run.
+
+    Tasks finish in any order on any worker: the row is locked, so counts and the finish are
+    decided once, and the browser hears of each only after the commit.
+    """
     with transaction.atomic():
         locked = ValidationRun.objects.select_for_update().get(pk=run.pk)
         locked.results[task_id] = status
         locked.done = len(locked.results)
-        locked.save(update_fields=["results", "done"])
+        fields = ["results", "done"]
+        if error:
+            # Kept on the run as they come: what the page shows when the run ends failed.
+            locked.error = (locked.error + f"{task_id}: {error}\n")[:5000]
+            fields.append("error")
+        locked.save(update_fields=fields)
         publish_on_commit(
             group_name(LiveGroup.VALIDATION, run.pk),
             {"kind": "task", "task_id": task_id, "status": status, "done": locked.done, "total": locked.total},
         )
-    run.done, run.results = locked.done, locked.results
+        _finish_if_done(locked)
+    run.done, run.results, run.status, run.error = locked.done, locked.results, locked.status, locked.error
+
+
+def _finish_if_done(locked: ValidationRun) -> None:
+    """Inside the transaction holding the run's lock: succeeded, or failed naming the tasks that could not run."""
+    if locked.status != ValidationRun.Status.RUNNING or locked.done < locked.total:
+        return
+    failed = sorted(task_id for task_id, status in locked.results.items() if status == COULD_NOT_VALIDATE)
+    if failed:
+        locked.error = (f"{len(failed)} task(s) could not be validated: {', '.join(failed[:20])}\n" + locked.error)[
+            :5000
+        ]
+    finish_validation_run(locked, error=locked.error if failed else "")
 
 
 def finish_validation_run(run: ValidationRun, error: str = "") -> None:

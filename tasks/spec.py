@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend, SandboxError
+from sandbox.environments import EnvBuildError, Environment, EnvSpec, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
 from tasks.trees import TreeError, check_tree, walk
@@ -35,6 +36,10 @@ class TaskSpec:
     tests_dest: str = DEFAULT_TESTS_DEST
     test_command: str = DEFAULT_TEST_COMMAND
     timeout_seconds: int = DEFAULT_TIMEOUT_SECONDS
+    # The repository's environment (its dependencies, a src/ layout); None: the bare runner suffices.
+    environment: EnvSpec | None = None
+    # Why no environment could even be named for it (a Python this host lacks), from its metadata.
+    environment_error: str = ""
 
     @classmethod
     def from_task_dir(cls, path: Path, timeout_seconds: int | None = None) -> TaskSpec:
@@ -47,6 +52,8 @@ class TaskSpec:
         check_tree(path.resolve() if path.is_symlink() else path)
         meta = json.loads((path / "metadata.json").read_text())
         return cls(
+            environment=environment_spec(meta),
+            environment_error=str(meta.get("environment_error", ""))[:2000],
             task_id=meta["task_id"],
             base_dir=path / "repo_snapshot",
             tests_dir=path / "tests",
@@ -56,6 +63,24 @@ class TaskSpec:
             test_command=meta.get("test_command", DEFAULT_TEST_COMMAND),
             timeout_seconds=timeout_seconds or meta.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
         )
+
+
+def environment_spec(metadata: dict[str, object]) -> EnvSpec | None:
+    """The environment a task's metadata names (`environment`), checked; None when it names none."""
+    data = metadata.get("environment")
+    if data in (None, {}):
+        return None
+    return EnvSpec.from_json(data)
+
+
+def task_environment(task: TaskSpec) -> Environment | None:
+    """The task's built environment, installed now if this host has none yet (SandboxError if it can't be)."""
+    if task.environment is None:
+        return None
+    try:
+        return ensure_environment(task.environment)
+    except EnvBuildError as exc:
+        raise SandboxError(f"{task.task_id}: the environment cannot be built: {exc}") from None
 
 
 def copy_hidden_tests(box: Sandbox, task: TaskSpec) -> None:
@@ -113,7 +138,8 @@ def run_task_tests(
     selected: tuple[str, ...] = (),
 ) -> TestReport:
     """The hidden tests on the base (patch None) or on a trusted patch such as the expected one."""
-    with Sandbox(task.base_dir, backend, limits=(limits or Limits()).with_timeout(task.timeout_seconds)) as box:
+    run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
+    with Sandbox(task.base_dir, backend, limits=run_limits, environment=task_environment(task)) as box:
         if patch:
             box.apply_patch(patch)
         copy_hidden_tests(box, task)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from core.vocabulary import TaskSource, values
+from sandbox.environments import EnvBuildError
+from tasks.spec import environment_spec
 from tasks.storage import hash_tree
 from tasks.trees import TreeError, check_tree, open_dir, open_regular
 
@@ -160,6 +162,11 @@ def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
     dest = meta.get("tests_dest", "tests")
     if dest.startswith("/") or ".." in Path(dest).parts or not dest.strip():
         raise TaskDirError(f"{where}: metadata.json tests_dest must be a relative path inside the repository")
+    try:
+        # What a build would install on the host: refused here, at import, not at the first run.
+        environment_spec(meta)
+    except EnvBuildError as exc:
+        raise TaskDirError(f"{where}: metadata.json {exc}") from None
     return meta
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import re
-import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -19,36 +18,15 @@ from license_expression import get_spdx_licensing
 from patches import PatchError, parse
 from sandbox import Limits, ToolError
 from sandbox.backends.base import Backend
+from sandbox.environments import EnvBuildError, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import Outcome, TestReport
 from tasks.builders import statements
+from tasks.secrets import live, scan_secrets, summary
 from tasks.spec import TaskSpec, run_task_tests
 
 logger = logging.getLogger(__name__)
 
-# Detectors with few false positives on ordinary code; entropy and keyword detectors
-# flag every test fixture that says password = "...".
-SECRET_PLUGINS = [
-    "AWSKeyDetector",
-    "ArtifactoryDetector",
-    "AzureStorageKeyDetector",
-    "BasicAuthDetector",
-    "DiscordBotTokenDetector",
-    "GitHubTokenDetector",
-    "GitLabTokenDetector",
-    "JwtTokenDetector",
-    "MailchimpDetector",
-    "NpmDetector",
-    "OpenAIDetector",
-    "PrivateKeyDetector",
-    "PypiTokenDetector",
-    "SendGridDetector",
-    "SlackDetector",
-    "SquareOAuthDetector",
-    "StripeDetector",
-    "TelegramBotTokenDetector",
-    "TwilioKeyDetector",
-]
 DANGEROUS = re.compile(
     r"rm\s+-rf\s+/|\bmkfs\b|\bdd\s+if=|:\(\)\s*\{|\bcurl\b|\bwget\b|\bsudo\b|\bchmod\s+777\b|\bnc\s+-e\b|"
     # The shell's shutdown and reboot, not a method of that name (`sock.shutdown(socket.SHUT_RDWR)`).
@@ -123,30 +101,6 @@ def detect_license(snapshot: Path, declared: str, allowlist: list[str]) -> tuple
     return Check("licensed", True, evidence=[found]), found
 
 
-def scan_secrets(texts: dict[str, str], files: list[Path]) -> list[dict[str, Any]]:
-    from detect_secrets import SecretsCollection
-    from detect_secrets.settings import transient_settings
-
-    found: list[dict[str, Any]] = []
-    with (
-        tempfile.TemporaryDirectory(prefix="crucible-secrets-") as tmp,
-        transient_settings({"plugins_used": [{"name": name} for name in SECRET_PLUGINS]}),
-    ):
-        collection = SecretsCollection()
-        names: dict[str, str] = {}
-        for label, text in texts.items():
-            path = Path(tmp) / label.replace("/", "_")
-            path.write_text(text)
-            names[str(path)] = label
-            collection.scan_file(str(path))
-        for file in files:
-            collection.scan_file(str(file))
-        for filename, secrets in collection.data.items():
-            for secret in secrets:
-                found.append({"where": names.get(filename, filename), "type": secret.type, "line": secret.line_number})
-    return found
-
-
 def check_context(
     task: TaskSpec, statement: str, expected_patch: str, base_commit: str, tests_are_given: bool = False
 ) -> list[Check]:
@@ -205,13 +159,19 @@ def validate(
     limits: Limits | None = None,
     progress: Callable[[str], None] = lambda _: None,
     min_statement_quality: float = 0.0,
+    secrets_baseline: Collection[str] = (),
 ) -> ValidationReport:
     checks: list[Check] = []
     runner = _Runner(task, backend, limits)
+    # An environment that cannot be built is its own reason, before any run: "tests don't fail"
+    # would point the wrong way.
+    environment = _environment_check(task)
+    if environment is not None:
+        checks.append(environment)
     # The expected patch first, once: a candidate whose tests cannot be collected on this
     # runtime (Python 2 syntax, a vanished dependency) is rejected after one run, not 2 x runs.
     progress(f"patched run 1/{runs}")
-    first = runner.run(expected_patch, checks)
+    first = runner.run(expected_patch, checks) if environment is None else None
     if first is not None:
         for i in range(runs):
             progress(f"base run {i + 1}/{runs}")
@@ -273,13 +233,15 @@ def validate(
     seconds = runner.seconds
     checks += check_context(task, statement, expected_patch, base_commit, tests_are_given=source == "error_log")
     test_files = [p for p in task.tests_dir.rglob("*") if p.is_file()]
+    # Judged, not counted: fixtures' placeholder URLs and reviewed (baselined) findings are
+    # listed without blocking; only live-looking ones make the task invalid (tasks.secrets).
     secrets = scan_secrets(
         {"statement": statement, "expected_patch": expected_patch},
         [p for p in task.base_dir.rglob("*") if p.is_file() and p.stat().st_size < 1_000_000],
+        root=task.base_dir,
+        baseline=secrets_baseline,
     )
-    checks.append(
-        Check("no_secrets", not secrets, f"possible secrets: {len(secrets)} found" if secrets else "", secrets)
-    )
+    checks.append(Check("no_secrets", not live(secrets), summary(secrets), list(secrets)))
     dangerous = [
         f"{p.relative_to(task.tests_dir)}: {m.group(0)}"
         for p in test_files
@@ -297,7 +259,7 @@ def validate(
         Check(
             "statement_quality",
             not low and not quality["empty_shells"],
-            f"statement quality {quality['score']} is under {min_statement_quality}"
+            f"statement quality {quality['score']} < {min_statement_quality}: {_shortfall(quality)}"
             if low
             else (
                 f"the statement holds empty reference shells: {quality['empty_shells'][:3]}"
@@ -325,6 +287,18 @@ def validate(
     )
 
 
+def _shortfall(quality: statements.StatementQuality) -> str:
+    """What the score missed, in the terms it is made of (tasks.builders.statements.quality)."""
+    missed = [f"{quality['words']} words (full marks from {statements.WORDS_FOR_FULL_LENGTH})"]
+    if not quality["names_behaviour"]:
+        missed.append("no expected behaviour named")
+    if quality["empty_shells"]:
+        missed.append(f"empty reference shells {quality['empty_shells'][:3]}")
+    if quality["leaks"]:
+        missed.append(f"{len(quality['leaks'])} line(s) of the expected patch")
+    return ", ".join(missed)
+
+
 def _stable_lists(
     base_runs: list[dict[str, str]], fixed_runs: list[dict[str, str]], marked: Collection[str] = ()
 ) -> tuple[list[str], list[str], list[str]]:
@@ -343,6 +317,19 @@ def _stable_lists(
         elif after == {"passed"} and before == {"passed"}:
             p2p.append(node)
     return f2p, p2p, flaky
+
+
+def _environment_check(task: TaskSpec) -> Check | None:
+    """A failed Check when the task's environment cannot be had on this host, else None."""
+    problem = task.environment_error
+    if not problem and task.environment is not None:
+        try:
+            ensure_environment(task.environment)
+        except (EnvBuildError, OSError) as exc:
+            problem = str(exc)
+    if problem:
+        return Check("environment", False, f"the environment cannot be built: {problem}"[:2000])
+    return None
 
 
 class _Runner:

@@ -12,6 +12,7 @@ from pygments.util import ClassNotFound
 
 from core.permissions import role_required
 from core.roles import RESEARCHER
+from tasks.environments import environments_of
 from tasks.models import Task, TaskSuite, ValidationRun
 from tasks.queries import file_tree, suites_with_counts
 from tasks.registry import load_suite_columns
@@ -44,6 +45,7 @@ def _suite_context(suite: TaskSuite) -> dict[str, object]:
         "columns": columns,
         "statuses": sorted(statuses.items()),
         "last_run": suite.validation_runs.first(),
+        "environments": environments_of(tasks),
     }
 
 

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from core.vocabulary import DEFAULT_BACKEND, ActionType, Termination
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
+from sandbox.environments import Environment
 from trajectories.policies.base import Message, Policy, PolicyError, ToolCall
 from trajectories.schema import AgentStep, action_input_error
 from trajectories.tools import TOOL_ACTION_TYPES, TOOLS, bound, run_tool
@@ -42,6 +43,8 @@ class AgentTask:
     max_steps: int = 30
     timeout_seconds: float = 600.0  # the whole episode
     command_timeout: float = 60.0
+    # The repository's built environment (tasks.spec.task_environment); None: the bare runner.
+    environment: Environment | None = None
 
 
 class Recorder(Protocol):
@@ -80,7 +83,7 @@ def run_episode(
     termination, error = Termination.MAX_STEPS, ""
     sandbox_ms = policy_ms = 0.0
     steps = 0
-    with Sandbox(task.base_dir, backend, limits=limits) as box:
+    with Sandbox(task.base_dir, backend, limits=limits, environment=task.environment) as box:
         info: dict[str, Any] = {"backend": box.backend.name, "prepare_ms": box.prepare_ms}
         try:
             for number in range(1, task.max_steps + 1):

@@ -20,6 +20,7 @@ from sandbox import SandboxError
 from sandbox.core import sandboxes_root
 from tasks.models import Task
 from tasks.services import TaskStoreError, task_spec_for
+from tasks.spec import task_environment
 from trajectories.agent import AgentTask, Episode, prompt, run_episode
 from trajectories.events import FinishedEvent, trajectory_live_group
 from trajectories.models import RolloutBatch, Step, Trajectory, duplicate_rate
@@ -50,6 +51,7 @@ def agent_task(task: Task, max_steps: int) -> AgentTask:
         max_steps=max_steps,
         timeout_seconds=float(task.timeout_seconds) * 5,
         command_timeout=float(task.timeout_seconds),
+        environment=task_environment(spec),
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from core.vocabulary import ActionType
 from sandbox import Sandbox, ToolError
-from sandbox.results import TestReport
+from sandbox.results import Outcome, TestReport
 from trajectories.schema import HarnessTests, hash_test_id
 
 MAX_OBSERVATION_CHARS = 8000
@@ -88,16 +88,22 @@ def bound(text: str, limit: int = MAX_OBSERVATION_CHARS) -> tuple[str, bool]:
 
 
 def harness_counts(report: TestReport) -> HarnessTests:
-    """What the harness's report says about a run, not what the run printed."""
-    outcomes = Counter(t.outcome for t in report.tests.values())
-    failed = [hash_test_id(t.nodeid) for t in report.tests.values() if t.outcome in ("failed", "error")]
-    passed = [hash_test_id(t.nodeid) for t in report.tests.values() if t.outcome == "passed"]
+    """What the harness's report says about a run, not what the run printed.
+
+    An xfail-marked test (xfailed, xpassed, or a strict XPASS the report calls failed) is in no
+    count and no list: its outcome is its marker's say as much as the code's. Counted, deleting a
+    marker would turn a strict XPASS "failure" into a pass that process rewards pay for as a fix.
+    """
+    judged = [t for t in report.tests.values() if not t.xfail]
+    outcomes = Counter(t.outcome for t in judged)
+    failed = [hash_test_id(t.nodeid) for t in judged if t.outcome in (Outcome.FAILED, Outcome.ERROR)]
+    passed = [hash_test_id(t.nodeid) for t in judged if report.passed(t.nodeid)]
     complete = len(failed) + len(passed) <= MAX_TEST_IDS
     return {
-        "passed": outcomes["passed"],
-        "failed": outcomes["failed"],
-        "errors": outcomes["error"],
-        "skipped": outcomes["skipped"],
+        "passed": len(passed),
+        "failed": outcomes[Outcome.FAILED],
+        "errors": outcomes[Outcome.ERROR],
+        "skipped": outcomes[Outcome.SKIPPED],
         "collected": report.collected,
         "valid": report.valid,
         "failed_ids": sorted(failed) if complete else [],

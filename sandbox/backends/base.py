@@ -9,13 +9,19 @@ never leave a process or temp dir behind.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sandbox.limits import Limits
 from sandbox.names import BackendName
 from sandbox.results import ExecResult
+from sandbox.runtime import Runtime, venv_runtime
+
+if TYPE_CHECKING:
+    from sandbox.environments import Environment
 
 WORKSPACE_MOUNT = "/workspace"
 # The environment a command starts with; the host's is never passed through.
@@ -36,6 +42,16 @@ class SandboxError(RuntimeError):
 
 class Backend(ABC):
     name: BackendName
+    runtime: Runtime
+
+    def for_environment(self, environment: Environment) -> Backend:
+        """This backend with `environment`'s venv as the sandbox's Python (a task's dependencies).
+
+        A copy: the backend a caller handed over keeps running the plain runner.
+        """
+        clone = copy.copy(self)
+        clone.runtime = venv_runtime(str(environment.path))
+        return clone
 
     @abstractmethod
     def run(

@@ -24,11 +24,13 @@ _PASSWD = b"root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody
 _GROUP = b"root:x:0:\nnogroup:x:65534:\n"
 
 
-def base_image_tar() -> bytes:
+def base_image_tar(environment: Path | None = None) -> bytes:
     """The rootfs of the base image: empty dirs, merged-/usr symlinks, passwd and group.
 
     Everything else (/usr, the Python) comes from read-only binds, so the image needs
     no registry and stays a few kilobytes. Fixed mtimes keep the layer reproducible.
+    With `environment`, that venv (a task's environment) is baked in at its host path:
+    its packages travel in the image, not through a bind of the host's files.
     """
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
@@ -45,7 +47,26 @@ def base_image_tar() -> bytes:
             add(link.lstrip("/"), tarfile.SYMTYPE, 0o777, link=target)
         add("etc/passwd", tarfile.REGTYPE, 0o644, _PASSWD)
         add("etc/group", tarfile.REGTYPE, 0o644, _GROUP)
+        if environment is not None:
+            _add_environment(tar, environment, set(tar.getnames()))
     return buf.getvalue()
+
+
+def _add_environment(tar: tarfile.TarFile, environment: Path, present: set[str]) -> None:
+    parts = environment.parts[1:]
+    for depth in range(1, len(parts)):
+        if "/".join(parts[:depth]) in present:
+            continue  # /tmp, say: the base's own entry stands (a layer may not name a path twice)
+        info = tarfile.TarInfo("/".join(parts[:depth]))
+        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
+        tar.addfile(info)
+
+    def owned_by_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        return info
+
+    tar.add(str(environment), arcname="/".join(parts), filter=owned_by_root)
 
 
 def imported_id(result: Any) -> str:

@@ -10,6 +10,7 @@ so nothing is lost at the start and nothing is ever written to a container log.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import os
 import select
@@ -30,15 +31,17 @@ from docker.types import Mount, Ulimit
 
 from sandbox.backends.base import BASE_ENV, WORKSPACE_MOUNT, Backend, SandboxError
 from sandbox.backends.container_host import SANDBOX_USER, base_image_tar, hand_over, imported_id, orphaned, owner
+from sandbox.environments import Environment
 from sandbox.limits import Limits
 from sandbox.names import BackendName
 from sandbox.results import ExecResult
-from sandbox.runtime import Runtime, default_runtime
+from sandbox.runtime import Runtime, default_runtime, venv_runtime
 from sandbox.supervise import READ_CHUNK, STDERR, STDOUT, Exit, Output, supervise
 
 logger = logging.getLogger(__name__)
 
 BASE_IMAGE = "crucible-sandbox-base:1"
+ENV_IMAGE = "crucible-env"
 LABEL = "crucible.sandbox"
 # host:pid:start-time of the process that made a container, so a later process can tell
 # containers whose owner died (SIGKILL, OOM) from ones still in use.
@@ -141,6 +144,30 @@ class DockerBackend(Backend):
                     )
                 self._image_ready = True
         return self.image
+
+    def for_environment(self, environment: Environment) -> DockerBackend:
+        """This backend running commands in an image with the task's environment baked in."""
+        clone = copy.copy(self)
+        clone.image = self.ensure_environment_image(environment)
+        clone._image_ready = True
+        clone.runtime = venv_runtime(str(environment.path), mounted=False)
+        return clone
+
+    def ensure_environment_image(self, environment: Environment) -> str:
+        """`crucible-env:<key>`: the base rootfs plus the environment, imported once per engine."""
+        tag = f"{ENV_IMAGE}:{environment.key}"
+        with _image_lock:
+            try:
+                self.api.inspect_image(tag)
+                return tag
+            except docker.errors.ImageNotFound:
+                pass
+            started = time.monotonic()
+            repo, version = tag.rsplit(":", 1)
+            result = self.api.import_image_from_data(base_image_tar(environment.path), repository=repo, tag=version)
+            self.api.tag(imported_id(result), repo, version)
+            logger.info("docker backend: created %s in %.0f ms", tag, (time.monotonic() - started) * 1000)
+        return tag
 
     def _host_config(
         self,

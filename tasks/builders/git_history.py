@@ -155,6 +155,10 @@ def statement_for(candidate: Candidate, issues: dict[str, Any], test_diff: str =
     return statements.compose(candidate.subject, candidate.body, test_diff, expected_patch)
 
 
+def task_id_for(repo_name: str, candidate: Candidate) -> str:
+    return f"{task_slug(repo_name)}-{candidate.commit[:10]}"
+
+
 def build_task(
     repo: Path,
     candidate: Candidate,
@@ -197,7 +201,7 @@ def build_task(
     test_diff = git(
         repo, "diff", "--no-color", "--no-renames", candidate.parent, candidate.commit, "--", *hidden
     ).decode("utf-8", "replace")
-    task_id = f"{task_slug(repo_name)}-{candidate.commit[:10]}"
+    task_id = task_id_for(repo_name, candidate)
     metadata = {
         "source": TaskSource.GIT_HISTORY,
         "repo": repo_name,

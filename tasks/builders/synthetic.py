@@ -12,7 +12,7 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from core.vocabulary import DEFAULT_BACKEND, TaskSource
 from patches import render, text_patch
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend
+from sandbox.environments import Environment
 from sandbox.results import Outcome, TestReport
 from tasks.builders import statements
 from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError, common_dir, task_slug, write_task_dir
@@ -44,15 +45,22 @@ def _apply_mutants(workspace: Path, mutants: list[Mutant]) -> None:
 
 
 def _run(
-    repo: Path, mutants: list[Mutant], backend: Backend | str, timeout: float, command: str = DEFAULT_TEST_COMMAND
+    repo: Path,
+    mutants: list[Mutant],
+    backend: Backend | str,
+    timeout: float,
+    command: str = DEFAULT_TEST_COMMAND,
+    environment: Environment | None = None,
 ) -> TestReport:
-    with Sandbox(repo, backend, limits=Limits(wall_seconds=timeout)) as box:
+    with Sandbox(repo, backend, limits=Limits(wall_seconds=timeout), environment=environment) as box:
         _apply_mutants(box.workspace, mutants)
         return box.run_tests((), command=command)
 
 
-def baseline(repo: Path, backend: Backend | str, command: str = DEFAULT_TEST_COMMAND) -> tuple[set[str], float]:
-    report = _run(repo, [], backend, 300, command)
+def baseline(
+    repo: Path, backend: Backend | str, command: str = DEFAULT_TEST_COMMAND, environment: Environment | None = None
+) -> tuple[set[str], float]:
+    report = _run(repo, [], backend, 300, command, environment)
     # An xfail-marked test passes or fails by its marker's say as much as by the code's: not a detector.
     passing = {node for node, t in report.tests.items() if t.outcome == Outcome.PASSED and not t.xfail}
     if not report.valid or not passing:
@@ -70,11 +78,12 @@ def detect(
     backend: Backend | str,
     timeout: float,
     command: str = DEFAULT_TEST_COMMAND,
+    environment: Environment | None = None,
 ) -> Detected | None:
-    report = _run(repo, mutants, backend, timeout, command)
+    report = _run(repo, mutants, backend, timeout, command, environment)
     if report.exec.timed_out:
         return None  # an endless loop is not a bug an agent can be scored on fairly
-    killed = sorted(node for node in passing if report.outcome(node) != "passed")
+    killed = sorted(node for node in passing if not report.passed(node))
     if not killed:
         return None
     messages = [report.tests[n].message for n in killed if n in report.tests and report.tests[n].message]
@@ -105,6 +114,11 @@ def statement_for(found: Detected) -> str:
     )
 
 
+def task_id_for(repo_name: str, mutants: list[Mutant]) -> str:
+    key = "".join(m.mutated for m in mutants).encode()
+    return f"{task_slug(repo_name)}-mut-{hashlib.sha256(key).hexdigest()[:10]}"
+
+
 def write_task(
     repo: Path,
     found: Detected,
@@ -118,8 +132,7 @@ def write_task(
         shutil.copytree(repo, snapshot, ignore=shutil.ignore_patterns(".git", "__pycache__", ".pytest_cache"))
         _apply_mutants(snapshot, found.mutants)
         patch = render([p for m in found.mutants if (p := text_patch(m.path, m.mutated, m.original)) is not None])
-        key = "".join(m.mutated for m in found.mutants).encode()
-        task_id = f"{task_slug(repo_name)}-mut-{hashlib.sha256(key).hexdigest()[:10]}"
+        task_id = task_id_for(repo_name, found.mutants)
         hidden = {f: (repo / f).read_bytes() for f in test_files}
         metadata = {
             "source": TaskSource.SYNTHETIC_MUTATION,
@@ -157,40 +170,53 @@ def synthesize(
     name: str = "",
     test_command: str = DEFAULT_TEST_COMMAND,
     report: BuildReport | None = None,
+    environment: Environment | None = None,
+    existing: Collection[str] = (),
 ) -> list[Path]:
     """Up to `count` single-bug tasks, then up to `combined` tasks joining two of them.
 
-    Every mutant tried is a candidate of `report`: kept, or skipped with the reason.
+    Every mutant tried is a candidate of `report`: kept, or skipped with the reason. The
+    repository's tests run in `environment` (its dependencies) when it needs one. A mutant whose
+    task id is in `existing` (an earlier run of the same build made it) is kept without a test run.
     """
     report = report if report is not None else BuildReport("synthetic_mutation", name)
     if count < 1:
         raise BuildError("count must be at least 1")
     iter_tree(repo)  # refuses symlinks out of the repository
-    passing, seconds = baseline(repo, backend, test_command)
+    passing, seconds = baseline(repo, backend, test_command, environment)
     timeout = max(10.0, 3 * seconds + 5)
     test_files = sorted({node.split("::")[0] for node in passing})
     candidates = sample_mutants(mutants_for_repo(repo), 10_000, seed)
     if not candidates:
         raise BuildError(f"{repo}: no Python code to mutate")
-    kept: list[Detected] = []
+    kept: list[Mutant] = []
     built: list[Path] = []
     name = name or repo.resolve().name
     for tried, mutant in enumerate(candidates, 1):
         if len(kept) >= count:
             break
         report.candidates += 1
-        found = detect(repo, [mutant], passing, backend, timeout, test_command)
+        if (task_id := task_id_for(name, [mutant])) in existing:
+            report.resumed(task_id)
+            kept.append(mutant)
+            progress(len(kept), tried)
+            continue
+        found = detect(repo, [mutant], passing, backend, timeout, test_command, environment)
         progress(len(kept) + (found is not None), tried)
         if found is None:
             report.skip(f"{mutant.path}:{mutant.line}", mutant.description, UNDETECTED)
             continue
-        kept.append(found)
+        kept.append(mutant)
         built.append(write_task(repo, found, out, name, test_files, test_command))
     for first, second in zip(kept[::2], kept[1::2], strict=False):
         if combined <= 0:
             break
-        pair = _pair(first.mutants[0], second.mutants[0])
-        found = detect(repo, pair, passing, backend, timeout, test_command) if pair else None
+        pair = _pair(first, second)
+        if pair and (task_id := task_id_for(name, pair)) in existing:
+            report.resumed(task_id)
+            combined -= 1
+            continue
+        found = detect(repo, pair, passing, backend, timeout, test_command, environment) if pair else None
         if found is not None:
             built.append(write_task(repo, found, out, name, test_files, test_command))
             combined -= 1

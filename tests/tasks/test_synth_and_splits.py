@@ -49,9 +49,9 @@ def test_synth_tasks_yields_twenty_valid_tasks_and_a_combined_one(
         assert meta["operator"] in task.tags and f"+++ b/{meta['path']}" in task.expected_patch
         assert task.expected_patch not in task.statement
     assert len({t.expected_patch for t in tasks}) == len(tasks)  # no identical mutants
-    # The same seed again builds the same tasks: nothing new.
+    # The same seed again finds the same tasks in the suite: nothing is built or tested again.
     call_command("synth_tasks", "--repo", str(repo), "--count", "20", "--suite", "synth", "--seed", "7", verbosity=0)
-    assert "0 created, 0 updated, 20 unchanged" in capsys.readouterr().out
+    assert "0 created, 0 updated, 0 unchanged, 20 already built" in capsys.readouterr().out
 
 
 def test_synth_tasks_refuses_a_repository_whose_tests_fail(tmp_path: Path) -> None:

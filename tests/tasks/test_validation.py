@@ -20,6 +20,7 @@ from tasks.services import import_task_dirs, start_validation_run, validate_task
 from tests.conftest import DEMO, client_for
 from tests.webapp.test_live import headers_for
 from webapp.asgi import application
+from webapp.celery import app
 
 pytestmark = pytest.mark.django_db
 
@@ -154,7 +155,11 @@ def test_a_validation_run_streams_progress_to_the_browser(tmp_path: Path, resear
         await ws.receive_json_from(timeout=5)
         from asgiref.sync import sync_to_async
 
-        await sync_to_async(validate_suite_job)(run.pk)
+        app.conf.task_always_eager = True  # the per-task jobs the run sends out run here, now
+        try:
+            await sync_to_async(validate_suite_job)(run.pk)
+        finally:
+            app.conf.task_always_eager = False
         events = [(await ws.receive_json_from(timeout=10))["event"] for _ in range(3)]
         await ws.disconnect()
         return events

@@ -36,9 +36,11 @@ JUDGE_409 = (401, 409, 409, 409)  # ... a pair they do not hold
 MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("GET", "/api/v1/suites/"): READ,
     ("GET", "/api/v1/suites/{name}/"): READ,
+    ("POST", "/api/v1/suites/{name}/split/"): WRITE_400,
     ("GET", "/api/v1/tasks/"): READ,
     ("GET", "/api/v1/tasks/{task_id}/"): READ,
     ("GET", "/api/v1/tasks/{task_id}/validation/"): READ,
+    ("POST", "/api/v1/tasks/{task_id}/test-command/"): WRITE_400,
     ("GET", "/api/v1/trajectories/"): READ,
     ("GET", "/api/v1/trajectories/{trajectory_id}/"): READ,
     ("GET", "/api/v1/trajectories/{trajectory_id}/steps/"): READ,

@@ -21,7 +21,7 @@ from rewards.scoring import Score, score_patch
 from rewards.spec import RewardSpec, load_spec
 from sandbox import Sandbox, SandboxError
 from sandbox.names import DEFAULT_BACKEND
-from tasks.spec import TaskSpec
+from tasks.spec import TaskSpec, task_environment
 from training.trainers.common import TrainerError, log
 from trajectories.tools import TOOL_ACTION_TYPES, bound, run_tool
 
@@ -201,7 +201,7 @@ class CrucibleEnv:
         assert self.scorer is not None
         task = self.scorer.task(self.task_dir)
         self.visible_tests = []
-        self.box = Sandbox(task.base_dir, self.scorer.backend)
+        self.box = Sandbox(task.base_dir, self.scorer.backend, environment=task_environment(task))
         return None
 
     def _close(self) -> None:

@@ -15,12 +15,18 @@ from tqdm import tqdm
 
 from core.vocabulary import Split
 from sandbox import SandboxError
+from sandbox.environments import EnvBuildError, Environment
 from sandbox.hermetic import pytest_command
-from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError
+from tasks.builders.common import DEFAULT_TEST_COMMAND
+from tasks.builders.environment import detect_environment
 from tasks.builders.report import BuildReport
+from tasks.environments import attach_environment, prepare_environment
 from tasks.models import Task, TaskSuite
-from tasks.services import DEFAULT_SUITE, validate_task
+from tasks.secrets import baseline_argument
+from tasks.services import COULD_NOT_VALIDATE, DEFAULT_SUITE, set_secrets_baseline
 from tasks.taskdir import TaskDirError, read_task_dir
+from tasks.validation import ValidationReport
+from tasks.validation_pool import default_jobs, validate_tasks
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +42,102 @@ def add_common_arguments(parser: CommandParser) -> None:
         help=f"the tasks' test command, `pytest ...` or `python -m pytest ...` (default: {DEFAULT_TEST_COMMAND!r})",
     )
     parser.add_argument("--repo-name", default="", help="owner/name (default: from the origin remote's URL)")
+    parser.add_argument(
+        "--env",
+        choices=["auto", "none"],
+        default="auto",
+        help="auto (default): give each task the environment its snapshot needs, built once per lock; "
+        "none: run every task on the bare test runner",
+    )
+    parser.add_argument("--pytest", default="", help="the environments' test runner, e.g. 'pytest<8' (default: chosen)")
+    parser.add_argument(
+        "--secrets-baseline",
+        type=baseline_argument,
+        default=None,
+        metavar="FILE",
+        help="a detect-secrets baseline (or a JSON list of hashed_secret): the secrets it lists count as "
+        "reviewed, stored on each built task for later validations",
+    )
     parser.add_argument("--validate", action="store_true", help="validate each built task")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--revalidate", action="store_true", help="validate again the tasks an earlier run of the build validated"
+    )
+    add_validation_arguments(parser)
+
+
+def add_validation_arguments(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--jobs", type=int, default=None, help="validate this many tasks at once (default: one per CPU)"
+    )
+    parser.add_argument(
+        "--min-statement-quality",
+        type=float,
+        default=0.0,
+        help="a task whose statement scores below this (0..1, tasks.builders.statements.quality) is invalid",
+    )
+
+
+def check_validation_arguments(options: dict[str, Any]) -> None:
+    if options["jobs"] is None:
+        options["jobs"] = default_jobs()
+    if options["jobs"] < 1:
+        raise CommandError("--jobs must be at least 1")
+    if not 0 <= options["min_statement_quality"] <= 1:
+        raise CommandError("--min-statement-quality must be between 0 and 1")
+
+
+def validation_options(options: dict[str, Any]) -> dict[str, Any]:
+    """What `validate_and_store` takes from a builder's options, checked."""
+    check_validation_arguments(options)
+    return {
+        "jobs": options["jobs"],
+        "revalidate": options["revalidate"],
+        "min_statement_quality": options["min_statement_quality"],
+    }
+
+
+def built_before(suite: str | None, test_command: str) -> dict[str, str]:
+    """Task id -> base commit of the suite's tasks with this test command: what a re-run need not build again."""
+    rows = Task.objects.filter(suite__name=suite or DEFAULT_SUITE, test_command=test_command)
+    return dict(rows.values_list("task_id", "base_commit"))
+
+
+def attach_environments(out: Path, options: dict[str, Any], report: BuildReport, quiet: bool, err: Any) -> None:
+    """Name and build each built task's environment (tasks.environments) before the tasks are imported.
+
+    Every task of a repository at one dependency lock shares one environment, built once; one that
+    cannot be built is recorded on the task (validation then says so) and in the build report.
+    """
+    if options.get("env", "auto") == "none":
+        return
+    task_dirs = sorted(p for p in out.iterdir() if (p / "metadata.json").is_file())
+    seen: dict[str, str] = {}
+    for task_dir in tqdm(task_dirs, desc="environments", unit="task", disable=quiet, file=err):
+        try:
+            prepared = attach_environment(task_dir, options.get("pytest", ""), report.repo)
+        except (OSError, ValueError) as exc:
+            logger.warning("build: no environment for %s: %s", task_dir.name, exc)
+            continue
+        if prepared is not None:
+            seen.setdefault(prepared.spec.spec_hash(), prepared.line())
+    report.environments = sorted(seen.values())
+
+
+def repo_environment(repo: Path, options: dict[str, Any]) -> Environment | None:
+    """The environment a whole repository's tests need (the mutation builder runs them at HEAD), built now."""
+    if options.get("env", "auto") == "none":
+        return None
+    try:
+        detected = detect_environment(repo, options.get("pytest", ""))
+    except EnvBuildError as exc:
+        raise CommandError(f"{repo}: {exc}") from None
+    if detected.spec is None:
+        return None
+    prepared = prepare_environment(detected.spec, repo.resolve().name)
+    if prepared.environment is None:
+        raise CommandError(f"{repo}: {prepared.line()}")
+    return prepared.environment
 
 
 def check_test_command(command: str) -> None:
@@ -66,25 +166,58 @@ def keep_if_readable(task_dir: Path, report: BuildReport, candidate: str, subjec
     return True
 
 
-def validate_and_store(report: BuildReport, suite: str, runs: int, validate: bool, quiet: bool, err: Any) -> str:
-    """Validate the built tasks one by one (one that cannot run is recorded, not raised); store the report."""
+def validate_and_store(
+    report: BuildReport,
+    suite: str,
+    runs: int,
+    validate: bool,
+    quiet: bool,
+    err: Any,
+    secrets_baseline: frozenset[str] | None = None,
+    *,
+    jobs: int = 1,
+    revalidate: bool = False,
+    min_statement_quality: float = 0.0,
+) -> str:
+    """Validate the built tasks, `jobs` at a time (one that cannot run is recorded, not raised); store the report.
+
+    A task an earlier run of this build validated keeps its result unless `revalidate`: a build
+    run again after an interruption validates only what was left.
+    """
+    if secrets_baseline is not None:
+        set_secrets_baseline(Task.objects.filter(task_id__in=report.built), secrets_baseline)
+    stored = TaskSuite.objects.filter(name=suite)
     if validate:
-        tasks = list(Task.objects.filter(task_id__in=report.built).order_by("task_id"))
-        for task in tqdm(tasks, desc="validating", unit="task", disable=quiet, file=err):
-            try:
-                result = validate_task(task, runs)
-            except (SandboxError, BuildError, OSError) as exc:
-                logger.warning("build: validating %s failed: %s", task.task_id, exc)
-                report.validated(task.task_id, "error", [f"validation could not run: {exc}"])
+        todo = []
+        for task in Task.objects.filter(suite__name=suite, task_id__in=report.built).order_by("task_id"):
+            if revalidate or task.validation_status == Task.Validation.UNVALIDATED or not task.validation_report:
+                todo.append(task)
                 continue
-            report.validated(task.task_id, result.status, result.to_json()["reasons"])
-    TaskSuite.objects.filter(name=suite).update(build_report=report.to_json())
+            reasons = task.validation_report.get("reasons") or []
+            report.validated(task.task_id, task.validation_status, [str(r) for r in reasons], earlier=True)
+        with tqdm(total=len(todo), desc="validating", unit="task", disable=quiet, file=err) as bar:
+
+            def done(task: Task, result: ValidationReport | None, error: str) -> None:
+                bar.update()
+                if result is None:
+                    report.validated(task.task_id, COULD_NOT_VALIDATE, [f"validation could not run: {error}"])
+                else:
+                    report.validated(task.task_id, result.status, result.to_json()["reasons"])
+                # Stored as it goes: a build stopped while validating leaves the report of what it did.
+                stored.update(build_report=report.to_json())
+
+            validate_tasks(todo, runs, done, jobs=jobs, min_statement_quality=min_statement_quality)
+    stored.update(build_report=report.to_json())
     return summary(report.to_json())
 
 
 def summary(data: Any) -> str:
     line = f"{data['candidates']} candidate(s) -> {data['built']} built"
+    if data.get("already_built"):
+        line += f" ({data['already_built']} already built)"
     if data["validated"]:
         line += f" -> {data['valid']} valid of {data['validated']} validated"
+        if data.get("already_validated"):
+            line += f" ({data['already_validated']} validated before)"
     skipped = "; ".join(f"{n} {reason}" for reason, n in data["skipped_by_reason"].items())
     return line + (f" (skipped: {skipped})" if skipped else "")

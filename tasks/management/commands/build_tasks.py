@@ -15,11 +15,15 @@ from tasks.builders.common import BuildError, repo_name
 from tasks.builders.report import BuildReport
 from tasks.management.commands._building import (
     add_common_arguments,
+    attach_environments,
+    built_before,
     check_test_command,
     keep_if_readable,
     validate_and_store,
+    validation_options,
 )
-from tasks.services import import_task_dirs
+from tasks.management.commands.rewrite_statements import add_rewrite_arguments, rewrite_built
+from tasks.services import DEFAULT_SUITE, TaskImportResult, import_task_dirs
 from tasks.taskdir import TaskDirError
 
 logger = logging.getLogger(__name__)
@@ -50,26 +54,43 @@ class Command(BaseCommand):
         parser.add_argument("--issues", type=Path, help="JSON map of issue number -> {title, body}")
         parser.add_argument("--license", default="", help="SPDX licence of the repository, if known")
         add_common_arguments(parser)
+        add_rewrite_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         quiet = options["verbosity"] == 0
         if options["max"] < 1:
             raise CommandError("--max must be at least 1")
         check_test_command(options["test_command"])
+        validation = validation_options(options)
         with tempfile.TemporaryDirectory(prefix="crucible-build-") as tmp:
             out = Path(tmp)
             try:
                 report = self._from_git(options, out, quiet) if options["from_git"] else self._from_log(options, out)
                 if not report.built:
                     raise BuildError(f"no candidate became a task: {report.to_json()['skipped_by_reason']}")
-                result = import_task_dirs(out, options["suite"], options["split"])
+                if len(report.built) > len(report.already_built):
+                    attach_environments(out, options, report, quiet, self.stderr._out)
+                    result = import_task_dirs(out, options["suite"], options["split"])
+                else:  # an earlier run built them all
+                    result = TaskImportResult(options["suite"] or DEFAULT_SUITE)
             except (BuildError, TaskDirError, OSError, json.JSONDecodeError) as exc:
                 raise CommandError(str(exc)) from None
         self.stdout.write(
             f"{len(report.built)} task(s) built into suite {result.suite}: {result.created} created, "
-            f"{result.updated} updated, {result.unchanged} unchanged"
+            f"{result.updated} updated, {result.unchanged} unchanged, {len(report.already_built)} already built"
         )
-        line = validate_and_store(report, result.suite, options["runs"], options["validate"], quiet, self.stderr._out)
+        new = [task_id for task_id in report.built if task_id not in report.already_built]
+        rewrite_built(options, new, self.stdout, self.stderr._out)
+        line = validate_and_store(
+            report,
+            result.suite,
+            options["runs"],
+            options["validate"],
+            quiet,
+            self.stderr._out,
+            secrets_baseline=options["secrets_baseline"],
+            **validation,
+        )
         self.stdout.write(line)
 
     def _from_git(self, options: dict[str, Any], out: Path, quiet: bool) -> BuildReport:
@@ -89,7 +110,13 @@ class Command(BaseCommand):
             | {"oldest_first": options["oldest_first"], "test_command": options["test_command"]},
             candidates=len(found),
         )
+        # A re-run (after an interruption, or with a larger --max) builds only what the suite lacks.
+        before = built_before(options["suite"], options["test_command"])
         for candidate in tqdm(found, desc="building", unit="candidate", disable=quiet, file=self.stderr._out):
+            task_id = git_history.task_id_for(name, candidate)
+            if before.get(task_id) == candidate.parent:
+                report.resumed(task_id)
+                continue
             self._build_one(repo, candidate, out, issues, name, options, report)
         return report
 

@@ -5,11 +5,11 @@ from collections import Counter
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import transaction
 from tqdm import tqdm
 
 from core.vocabulary import Split
 from sandbox import SandboxError
+from tasks.changes import ChangeError, change_split
 from tasks.models import TaskSuite
 from tasks.services import validate_task
 
@@ -31,15 +31,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not 1 <= options["runs"] <= 20:
             raise CommandError("--runs must be between 1 and 20")
-        with transaction.atomic():
-            suite = TaskSuite.objects.select_for_update().filter(name=options["suite"]).first()
-            if suite is None:
-                raise CommandError(f"no suite named {options['suite']!r}")
-            before = suite.split
-            suite.split = options["split"]
-            suite.save(update_fields=["split"])
-            # A split decides what may be trained on: the move is logged with both sides.
-            logger.info("set_split: suite %s moved from %s to %s", suite.name, before, suite.split)
+        suite = TaskSuite.objects.filter(name=options["suite"]).first()
+        if suite is None:
+            raise CommandError(f"no suite named {options['suite']!r}")
+        before = suite.split
+        try:
+            change_split(suite, options["split"], runs=None)  # validated below, with a progress bar
+        except ChangeError as exc:
+            raise CommandError(str(exc)) from None
         self.stdout.write(f"suite {suite.name}: split {before} -> {suite.split}")
         if options["no_validate"]:
             return

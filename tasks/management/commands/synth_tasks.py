@@ -13,11 +13,16 @@ from tasks.builders.report import BuildReport
 from tasks.builders.synthetic import synthesize
 from tasks.management.commands._building import (
     add_common_arguments,
+    attach_environments,
+    built_before,
     check_test_command,
     keep_if_readable,
+    repo_environment,
     validate_and_store,
+    validation_options,
 )
-from tasks.services import import_task_dirs
+from tasks.management.commands.rewrite_statements import add_rewrite_arguments, rewrite_built
+from tasks.services import DEFAULT_SUITE, TaskImportResult, import_task_dirs
 from tasks.taskdir import TaskDirError
 
 
@@ -30,12 +35,14 @@ class Command(BaseCommand):
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--combine", type=int, default=0, help="also build up to N tasks joining two bugs")
         add_common_arguments(parser)
+        add_rewrite_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         repo: Path = options["repo"]
         if not repo.is_dir():
             raise CommandError(f"{repo}: not a directory")
         check_test_command(options["test_command"])
+        validation = validation_options(options)
         quiet = options["verbosity"] == 0
         name = repo_name(repo, options["repo_name"])
         report = BuildReport(
@@ -54,6 +61,7 @@ class Command(BaseCommand):
                 bar.refresh()
 
             try:
+                environment = repo_environment(repo, options)
                 built = synthesize(
                     repo,
                     options["count"],
@@ -64,15 +72,33 @@ class Command(BaseCommand):
                     name=name,
                     test_command=options["test_command"],
                     report=report,
+                    environment=environment,
+                    # A re-run (after an interruption, or with a larger --count) tests only new mutants.
+                    existing=built_before(options["suite"], options["test_command"]),
                 )
                 for task_dir in built:
                     keep_if_readable(task_dir, report, task_dir.name, "", options["suite"])
-                result = import_task_dirs(Path(tmp), options["suite"], options["split"])
+                if built:
+                    attach_environments(Path(tmp), options, report, quiet, self.stderr._out)
+                    result = import_task_dirs(Path(tmp), options["suite"], options["split"])
+                else:  # an earlier run built them all
+                    result = TaskImportResult(options["suite"] or DEFAULT_SUITE)
             except (BuildError, TaskDirError, SandboxError) as exc:
                 raise CommandError(str(exc)) from None
         self.stdout.write(
             f"{len(report.built)} task(s) into suite {result.suite}: {result.created} created, "
-            f"{result.updated} updated, {result.unchanged} unchanged"
+            f"{result.updated} updated, {result.unchanged} unchanged, {len(report.already_built)} already built"
         )
-        line = validate_and_store(report, result.suite, options["runs"], options["validate"], quiet, self.stderr._out)
+        new = [task_id for task_id in report.built if task_id not in report.already_built]
+        rewrite_built(options, new, self.stdout, self.stderr._out)
+        line = validate_and_store(
+            report,
+            result.suite,
+            options["runs"],
+            options["validate"],
+            quiet,
+            self.stderr._out,
+            secrets_baseline=options["secrets_baseline"],
+            **validation,
+        )
         self.stdout.write(line)

@@ -1,0 +1,289 @@
+"""What a repository's tests need installed, read from its own files (never by running them).
+
+`detect_environment` reads `pyproject.toml` ([project] dependencies, test extras, PEP 735
+dependency groups), `setup.cfg` ([options] install_requires, test extras), `setup.py` (its
+`setup(...)` call's literal arguments, parsed, never executed) and `requirements*.txt`, finds
+a `src/` layout, and chooses the test runner: the repository's own pytest pin when it has one,
+else the runner Crucible ships, or the last release before pytest 9 when its conftest still
+uses the `py.path` hook arguments pytest 9 removed. The result is an `EnvSpec`, or None when
+the bare runner is all the tests need.
+
+Plain Python: the builders, `build_env` and a remote worker use it alike.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import logging
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import Version
+
+from sandbox.environments import EnvBuildError, EnvSpec, check_requirement, current_python, normalise
+
+logger = logging.getLogger(__name__)
+
+TEST_EXTRAS = ("test", "tests", "testing", "pytest")
+DEV_EXTRAS = ("dev", "develop", "development")
+# Tools that dev extras carry and tests never import: not worth installing, often not installable.
+TOOLING = frozenset(
+    normalise(name)
+    for name in (
+        "black",
+        "build",
+        "bump2version",
+        "check-manifest",
+        "coverage",
+        "codecov",
+        "flake8",
+        "flit",
+        "furo",
+        "ipython",
+        "isort",
+        "mypy",
+        "pre-commit",
+        "pylint",
+        "pytest-cov",
+        "ruff",
+        "setuptools-scm",
+        "sphinx",
+        "sphinx-rtd-theme",
+        "tox",
+        "twine",
+        "wheel",
+    )
+)
+REQUIREMENT_FILES = (
+    "requirements.txt",
+    "requirements-test.txt",
+    "requirements-tests.txt",
+    "requirements_test.txt",
+    "requirements-testing.txt",
+    "test-requirements.txt",
+    "test_requirements.txt",
+    "requirements/test.txt",
+    "requirements/tests.txt",
+    "requirements/testing.txt",
+    "requirements/base.txt",
+    "requirements/requirements.txt",
+)
+MAX_FILE_BYTES = 512 * 1024
+# pytest 9 dropped the py.path `path` arguments of these hooks; a conftest that still takes them
+# errors out before any test runs ("no JUnit report was written").
+PY_PATH_HOOK = re.compile(
+    r"def\s+pytest_(?:ignore_collect|collect_file|pycollect_makemodule|report_header)\s*\(\s*path\b"
+)
+LAST_PYTEST_WITH_PY_PATH = "pytest<9"
+
+
+@dataclass
+class Detected:
+    """What was found, where, and what was left out (shown by `build_env`, kept in the build log)."""
+
+    spec: EnvSpec | None
+    sources: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    runner: str = ""
+
+
+def runner_pytest() -> str:
+    return f"pytest=={metadata.version('pytest')}"
+
+
+def detect_environment(repo: Path, pytest: str = "") -> Detected:
+    """The environment `repo`'s tests need; `pytest` overrides the runner choice (a requirement such as 'pytest<8')."""
+    found: list[str] = []
+    sources: list[str] = []
+    skipped: list[str] = []
+    _check_python(repo)
+    for reader in (_pyproject, _setup_cfg, _setup_py, _requirement_files):
+        lines, where = reader(repo, skipped)
+        if lines:
+            sources.append(where)
+            found += lines
+    own = _own_names(repo)
+    requirements: dict[str, str] = {}
+    for line in found:
+        try:
+            requirement = check_requirement(line)
+        except EnvBuildError as exc:
+            skipped.append(str(exc))
+            continue
+        name = normalise(requirement.name)
+        if name in own or name in TOOLING or name in requirements:
+            continue
+        requirements[name] = str(requirement)
+    runner, why = _choose_pytest(repo, requirements.pop("pytest", ""), pytest)
+    pythonpath = ("src",) if _src_layout(repo) else ()
+    if not requirements and not pythonpath and why == "default":
+        return Detected(None, sources, skipped, runner)
+    spec = EnvSpec(requirements=tuple(sorted([runner, *requirements.values()])), pythonpath=pythonpath)
+    return Detected(spec, sources, skipped, runner)
+
+
+def _check_python(repo: Path) -> None:
+    project = _toml(repo / "pyproject.toml").get("project")
+    declared = project.get("requires-python") if isinstance(project, dict) else None
+    if not isinstance(declared, str):
+        return
+    try:
+        allowed = SpecifierSet(declared)
+    except InvalidSpecifier:
+        return
+    here = Version(current_python() + ".0")
+    if here not in allowed and Version(current_python() + ".99") not in allowed:
+        raise EnvBuildError(f"the repository requires Python {declared}; this host has only Python {current_python()}")
+
+
+def _choose_pytest(repo: Path, pinned: str, override: str) -> tuple[str, str]:
+    if override:
+        return str(check_requirement(override)), "override"
+    if pinned:
+        return pinned, "pinned"
+    for conftest in (
+        list(repo.glob("conftest.py")) + list(repo.glob("*/conftest.py")) + list(repo.glob("*/*/conftest.py"))
+    ):
+        if PY_PATH_HOOK.search(_text(conftest)):
+            return LAST_PYTEST_WITH_PY_PATH, "py.path hooks"
+    return runner_pytest(), "default"
+
+
+def _src_layout(repo: Path) -> bool:
+    src = repo / "src"
+    if not src.is_dir() or src.is_symlink():
+        return False
+    return any((entry / "__init__.py").is_file() or entry.suffix == ".py" for entry in src.iterdir())
+
+
+def _own_names(repo: Path) -> set[str]:
+    names = {normalise(repo.name)}
+    project = _toml(repo / "pyproject.toml").get("project")
+    if isinstance(project, dict) and isinstance(project.get("name"), str):
+        names.add(normalise(project["name"]))
+    return names
+
+
+def _text(path: Path) -> str:
+    try:
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
+            return ""
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _toml(path: Path) -> dict[str, object]:
+    try:
+        return tomllib.loads(_text(path))
+    except tomllib.TOMLDecodeError:
+        return {}
+
+
+def _strings(value: object) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _extras(table: dict[str, object]) -> list[str]:
+    keys = [k for k in TEST_EXTRAS if k in table] or [k for k in DEV_EXTRAS if k in table]
+    return [line for k in keys for line in _strings(table[k])]
+
+
+def _pyproject(repo: Path, skipped: list[str]) -> tuple[list[str], str]:
+    data = _toml(repo / "pyproject.toml")
+    project = data.get("project")
+    lines: list[str] = []
+    if isinstance(project, dict):
+        lines += _strings(project.get("dependencies"))
+        optional = project.get("optional-dependencies")
+        if isinstance(optional, dict):
+            lines += _extras(optional)
+    groups = data.get("dependency-groups")
+    if isinstance(groups, dict):
+        lines += _extras(groups)  # PEP 735; `{include-group = ...}` entries are not strings and are left out
+    return lines, "pyproject.toml"
+
+
+def _setup_cfg(repo: Path, skipped: list[str]) -> tuple[list[str], str]:
+    text = _text(repo / "setup.cfg")
+    if not text:
+        return [], ""
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+    except configparser.Error as exc:
+        skipped.append(f"setup.cfg: {str(exc)[:200]}")
+        return [], ""
+    lines = _cfg_lines(parser.get("options", "install_requires", fallback=""))
+    if parser.has_section("options.extras_require"):
+        extras = {k: _cfg_lines(v) for k, v in parser.items("options.extras_require")}
+        lines += _extras(dict(extras))
+    return lines, "setup.cfg"
+
+
+def _cfg_lines(value: str) -> list[str]:
+    return [line.split("#", 1)[0].strip() for line in value.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def _setup_py(repo: Path, skipped: list[str]) -> tuple[list[str], str]:
+    text = _text(repo / "setup.py")
+    if not text:
+        return [], ""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError as exc:
+        skipped.append(f"setup.py: not parseable on this Python ({exc.msg})")
+        return [], ""
+    names: dict[str, ast.expr] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names[node.targets[0].id] = node.value
+    lines: list[str] = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and getattr(call.func, "id", getattr(call.func, "attr", "")) == "setup"):
+            continue
+        for keyword in call.keywords:
+            value = names.get(keyword.value.id, keyword.value) if isinstance(keyword.value, ast.Name) else keyword.value
+            literal = _literal(value)
+            if keyword.arg in ("install_requires", "tests_require"):
+                lines += _strings(literal)
+            elif keyword.arg == "extras_require" and isinstance(literal, dict):
+                lines += _extras({str(k): v for k, v in literal.items()})
+    return lines, "setup.py"
+
+
+def _literal(node: ast.expr) -> object:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError):
+        return None
+
+
+def _requirement_files(repo: Path, skipped: list[str]) -> tuple[list[str], str]:
+    lines: list[str] = []
+    used: list[str] = []
+    for name in REQUIREMENT_FILES:
+        text = _text(repo / name)
+        if not text:
+            continue
+        used.append(name)
+        for raw in text.splitlines():
+            line = raw.split(" #", 1)[0].strip()
+            if not line or line.startswith("#"):
+                continue
+            if line.startswith("-") or "://" in line or line.startswith((".", "/")):
+                skipped.append(f"{name}: {line[:120]!r} is not a registry requirement")
+                continue
+            try:
+                Requirement(line)
+            except InvalidRequirement:
+                skipped.append(f"{name}: {line[:120]!r} is not a requirement")
+                continue
+            lines.append(line)
+    return lines, ", ".join(used)
