@@ -37,10 +37,11 @@ from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model
 from training.models import Checkpoint, RunMetric, TrainingRun
 from training.services import (
     HEARTBEAT_SECONDS,
+    RunError,
     fail_lost_runs,
     live_group,
     publish_status,
-    run_dir,
+    stage_run_inputs,
     stop_process_group,
     worker_name,
 )
@@ -312,7 +313,10 @@ def _localize_base_model(directory: Path) -> None:
 
 
 def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
-    directory = run_dir(run)
+    try:
+        directory = stage_run_inputs(run)
+    except (RunError, StoreError, OSError) as exc:
+        return _finish(run, follower, RunStatus.FAILED, f"could not stage the run's inputs on this host: {exc}")
     try:
         _localize_base_model(directory)
     except (StoreError, CheckpointStoreError, OSError) as exc:

@@ -27,6 +27,8 @@ from django.utils import timezone
 
 from core.audit import AuditAction, record
 from core.live import group_name, publish_on_commit
+from core.objectstore import StoreError
+from core.storage import object_store, remote_storage, sha256_file
 from core.vocabulary import LiveGroup, RunStatus
 from training import data
 from training.config import RunConfig, check, config_hash, parse
@@ -96,6 +98,11 @@ def create_run(text_or_config: str | dict[str, Any], user: User = None, *, enque
         run.dataset, run.dataset_hash = train.dataset, train.sha256
         run.save(update_fields=["output_dir", "dataset", "dataset_hash"])
         write_config(run, checked, train)
+        try:
+            publish_run_inputs(run)
+        except (StoreError, OSError) as exc:
+            shutil.rmtree(directory, ignore_errors=True)
+            raise RunError(f"could not put the training data into the object store: {exc}") from None
         if enqueue:
             # The job must find the committed row.
             transaction.on_commit(lambda: enqueue_run(run.pk))
@@ -128,6 +135,44 @@ def write_config(run: TrainingRun, checked: RunConfig | None = None, train: data
     path = directory / "config.json"
     path.write_text(json.dumps(config, indent=2, sort_keys=True))
     return path
+
+
+def run_inputs_key(run: TrainingRun) -> str:
+    return f"training/runs/{run.pk}/train.jsonl"
+
+
+def publish_run_inputs(run: TrainingRun) -> None:
+    """With hosts sharing no disk, the training data goes to the object store for the GPU host to fetch."""
+    if remote_storage():
+        object_store().put_file(run_inputs_key(run), run_dir(run) / "train.jsonl")
+
+
+def stage_run_inputs(run: TrainingRun) -> Path:
+    """The run directory on this host, made here when the run was created on another one.
+
+    A GPU worker does not share the web host's `var/`: it fetches the training data by key,
+    checks it against the hash the row recorded when the data was written, and writes its own
+    `config.json` with this host's paths. Nothing half-fetched is ever left as `train.jsonl`.
+    """
+    directory = run_dir(run)
+    if (directory / "config.json").is_file():
+        return directory
+    if not remote_storage():
+        raise RunError(f"run {run.pk}: {directory} is not on this host and no object store is configured")
+    directory.mkdir(parents=True, exist_ok=True)
+    partial = directory / "train.jsonl.partial"
+    try:
+        object_store().get_file(run_inputs_key(run), partial)
+        if sha256_file(partial) != run.dataset_hash:
+            raise RunError(f"run {run.pk}: the training data in the object store does not match its recorded hash")
+        os.replace(partial, directory / "train.jsonl")
+    finally:
+        partial.unlink(missing_ok=True)
+    run.output_dir = str(directory / "output")
+    run.save(update_fields=["output_dir"])
+    write_config(run)
+    logger.info("training run %s: inputs fetched from the object store into %s", run.pk, directory)
+    return directory
 
 
 def enqueue_run(run_pk: int) -> None:
