@@ -119,6 +119,14 @@ def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
             proc.kill()
 
 
+def _cpu_ticks() -> tuple[int, int]:
+    """Busy and total CPU ticks of the whole machine (/proc/stat): every process, PostgreSQL and Redis included."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    total = sum(fields[:8])  # guest time is already counted in user
+    return total - idle, total
+
+
 def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
     from tasks.models import TaskSuite
     from trajectories.batches import start_batch
@@ -128,6 +136,7 @@ def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
     procs = _start_workers(workers, tmp)
     try:
         started = time.monotonic()
+        busy_before, total_before = _cpu_ticks()
         batch = start_batch(TaskSuite.objects.get(name="scaling"), "scripted", "", samples=SAMPLES, max_steps=30)
         total = batch.trajectories.count()
         deadline = started + 1800
@@ -138,8 +147,13 @@ def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
                 break
             time.sleep(0.5)
         wall = time.monotonic() - started
+        busy_after, total_after = _cpu_ticks()
     finally:
         _stop(procs)
+    cores = os.cpu_count() or 1
+    # How many of the machine's cores the batch kept busy on average: with one worker already
+    # near `cores`, more workers have nothing left to run on.
+    busy_cores = cores * (busy_after - busy_before) / max(1, total_after - total_before)
     return {
         "workers": workers,
         "trajectories": total,
@@ -147,6 +161,8 @@ def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
         "failed": failed,
         "wall_s": round(wall, 1),
         "trajectories_per_hour": round(done / wall * 3600, 1) if wall else 0.0,
+        "busy_cores": round(busy_cores, 2),
+        "cpu_s_per_trajectory": round(busy_cores * wall / done, 2) if done else None,
         "batch": batch.pk,
     }
 
@@ -199,6 +215,9 @@ def run() -> dict[str, Any]:
         "speedup_over_one": speedups,
         "target_two_workers": 1.7,
         "met": speedups.get("2", 0.0) >= 1.7,
+        # The most any number of workers could gain here: the cores there are over the cores one worker's batch
+        # already keeps busy (itself, its sandboxes, PostgreSQL, Redis).
+        "ceiling_from_cpu": round((os.cpu_count() or 1) / one["busy_cores"], 2) if one["busy_cores"] else None,
         "median_trajectories_per_hour": statistics.median(r["trajectories_per_hour"] for r in runs),
         "costs": costs,
     }

@@ -24,12 +24,15 @@ class Prepared:
     environment: Environment | None
     error: str = ""
 
+    def label(self) -> str:
+        return f"environment {self.spec.spec_hash()}"
+
     def line(self) -> str:
         if self.environment is None:
-            return f"environment {self.spec.spec_hash()} cannot be built: {self.error}"
+            return f"{self.label()} cannot be built: {self.error}"
         env = self.environment
         how = f"built in {env.build_seconds:.1f} s" if env.built_now else "reused from the cache"
-        return f"environment {env.key}: {len(env.lock)} packages, {env.size_bytes / 1e6:.1f} MB, {how}"
+        return f"{self.label()} ({env.key}): {len(env.lock)} packages, {env.size_bytes / 1e6:.1f} MB, {how}"
 
 
 def prepare_environment(spec: EnvSpec, repo: str = "", *, rebuild: bool = False, allow_sdist: bool = False) -> Prepared:

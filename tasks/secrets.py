@@ -341,7 +341,7 @@ def _tokens(kind: str, value: str, hashed: str, lines: list[str], line_number: i
 def _denylist(kind: str) -> list[re.Pattern[str]]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    plugin = get_mapping_from_secret_type_to_class().get(kind)
+    plugin: object = get_mapping_from_secret_type_to_class().get(kind)
     return list(getattr(plugin, "denylist", []))
 
 

@@ -136,3 +136,24 @@ def test_synth_tasks_run_again_with_a_larger_count_tests_only_new_mutants(
     report = TaskSuite.objects.get(name="synth").build_report
     assert report["built"] == 3 and report["already_built"] == 2 and report["candidates"] > tried_first
     assert len(detected.calls) == report["candidates"] - 2
+
+
+def test_a_build_stopped_while_building_keeps_what_it_built_and_resumes(
+    history: dict[str, str],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Ctrl-C as the second task is being built: the first is already in the suite.
+    stopped = Counting(git_history.build_task, argument=1, stop_at=2)
+    monkeypatch.setattr(git_history, "build_task", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        build(history["repo"])
+    kept = list(Task.objects.filter(suite__name="calc").values_list("task_id", flat=True))
+    assert kept == [f"acme__calc-{stopped.calls[0].commit[:10]}"]
+
+    builds = Counting(stopped.real, argument=1)
+    monkeypatch.setattr(git_history, "build_task", builds)
+    build(history["repo"])
+    assert stopped.calls[0].commit not in [c.commit for c in builds.calls]
+    assert len(builds.calls) == 2  # the other two tasks, built once each
+    report = TaskSuite.objects.get(name="calc").build_report
+    assert (report["candidates"], report["built"], report["already_built"]) == (5, 3, 1)

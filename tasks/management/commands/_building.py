@@ -23,7 +23,13 @@ from tasks.builders.report import BuildReport
 from tasks.environments import attach_environment, prepare_environment
 from tasks.models import Task, TaskSuite
 from tasks.secrets import baseline_argument
-from tasks.services import COULD_NOT_VALIDATE, DEFAULT_SUITE, set_secrets_baseline
+from tasks.services import (
+    COULD_NOT_VALIDATE,
+    DEFAULT_SUITE,
+    TaskImportResult,
+    import_task_dirs,
+    set_secrets_baseline,
+)
 from tasks.taskdir import TaskDirError, read_task_dir
 from tasks.validation import ValidationReport
 from tasks.validation_pool import default_jobs, validate_tasks
@@ -112,16 +118,44 @@ def attach_environments(out: Path, options: dict[str, Any], report: BuildReport,
     if options.get("env", "auto") == "none":
         return
     task_dirs = sorted(p for p in out.iterdir() if (p / "metadata.json").is_file())
-    seen: dict[str, str] = {}
     for task_dir in tqdm(task_dirs, desc="environments", unit="task", disable=quiet, file=err):
-        try:
-            prepared = attach_environment(task_dir, options.get("pytest", ""), report.repo)
-        except (OSError, ValueError) as exc:
-            logger.warning("build: no environment for %s: %s", task_dir.name, exc)
-            continue
-        if prepared is not None:
-            seen.setdefault(prepared.spec.spec_hash(), prepared.line())
-    report.environments = sorted(seen.values())
+        _attach_one(task_dir, options, report)
+
+
+def _attach_one(task_dir: Path, options: dict[str, Any], report: BuildReport) -> None:
+    if options.get("env", "auto") == "none":
+        return
+    try:
+        prepared = attach_environment(task_dir, options.get("pytest", ""), report.repo)
+    except (OSError, ValueError) as exc:
+        logger.warning("build: no environment for %s: %s", task_dir.name, exc)
+        return
+    if prepared is not None and not any(line.startswith(prepared.label()) for line in report.environments):
+        report.environments = sorted([*report.environments, prepared.line()])
+
+
+def import_as_built(
+    task_dir: Path, options: dict[str, Any], report: BuildReport, result: TaskImportResult, candidate: str
+) -> None:
+    """Give one built task its environment and import it at once, so a build stopped half-way keeps it.
+
+    A re-run then finds it in the suite and counts it as already built (`built_before`).
+    """
+    _attach_one(task_dir, options, report)
+    try:
+        one = import_task_dirs(task_dir, options["suite"], options["split"])
+    except (TaskDirError, OSError, ValueError) as exc:
+        report.built.remove(task_dir.name)
+        report.skip(candidate, "", "the task directory is not importable", str(exc))
+        return
+    finally:
+        shutil.rmtree(task_dir, ignore_errors=True)
+    result.suite = one.suite
+    result.created, result.updated, result.unchanged = (
+        result.created + one.created,
+        result.updated + one.updated,
+        result.unchanged + one.unchanged,
+    )
 
 
 def repo_environment(repo: Path, options: dict[str, Any]) -> Environment | None:

@@ -18,6 +18,7 @@ from tasks.management.commands._building import (
     attach_environments,
     built_before,
     check_test_command,
+    import_as_built,
     keep_if_readable,
     validate_and_store,
     validation_options,
@@ -64,15 +65,17 @@ class Command(BaseCommand):
         validation = validation_options(options)
         with tempfile.TemporaryDirectory(prefix="crucible-build-") as tmp:
             out = Path(tmp)
+            result = TaskImportResult(options["suite"] or DEFAULT_SUITE)
             try:
-                report = self._from_git(options, out, quiet) if options["from_git"] else self._from_log(options, out)
-                if not report.built:
-                    raise BuildError(f"no candidate became a task: {report.to_json()['skipped_by_reason']}")
-                if len(report.built) > len(report.already_built):
+                if options["from_git"]:
+                    # Each task is imported as soon as it is built: a build stopped half-way resumes.
+                    report = self._from_git(options, out, quiet, result)
+                else:
+                    report = self._from_log(options, out)
                     attach_environments(out, options, report, quiet, self.stderr._out)
                     result = import_task_dirs(out, options["suite"], options["split"])
-                else:  # an earlier run built them all
-                    result = TaskImportResult(options["suite"] or DEFAULT_SUITE)
+                if not report.built:
+                    raise BuildError(f"no candidate became a task: {report.to_json()['skipped_by_reason']}")
             except (BuildError, TaskDirError, OSError, json.JSONDecodeError) as exc:
                 raise CommandError(str(exc)) from None
         self.stdout.write(
@@ -93,7 +96,7 @@ class Command(BaseCommand):
         )
         self.stdout.write(line)
 
-    def _from_git(self, options: dict[str, Any], out: Path, quiet: bool) -> BuildReport:
+    def _from_git(self, options: dict[str, Any], out: Path, quiet: bool, result: TaskImportResult) -> BuildReport:
         repo: Path = options["from_git"]
         issues = json.loads(options["issues"].read_text()) if options["issues"] else {}
         selection = git_history.Selection(
@@ -117,7 +120,7 @@ class Command(BaseCommand):
             if before.get(task_id) == candidate.parent:
                 report.resumed(task_id)
                 continue
-            self._build_one(repo, candidate, out, issues, name, options, report)
+            self._build_one(repo, candidate, out, issues, name, options, report, result)
         return report
 
     def _build_one(
@@ -129,6 +132,7 @@ class Command(BaseCommand):
         name: str,
         options: dict[str, Any],
         report: BuildReport,
+        result: TaskImportResult,
     ) -> None:
         """One candidate, judged alone: whatever goes wrong with it is its line in the report."""
         commit, subject = candidate.commit, candidate.subject
@@ -145,7 +149,8 @@ class Command(BaseCommand):
             reason = next((r for r in git_history.SkipReason if str(r) in str(exc)), git_history.SkipReason.BUILD_ERROR)
             report.skip(commit, subject, reason, str(exc))
             return
-        keep_if_readable(task_dir, report, commit, subject, options["suite"])
+        if keep_if_readable(task_dir, report, commit, subject, options["suite"]):
+            import_as_built(task_dir, options, report, result, commit)
 
     def _from_log(self, options: dict[str, Any], out: Path) -> BuildReport:
         if options["repo"] is None or not options["repo"].is_dir():
