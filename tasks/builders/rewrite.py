@@ -11,30 +11,19 @@ accepted or not, the prompt and the original are kept in a `StatementGeneration`
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import Any, NamedTuple, TypedDict
-from urllib.parse import urlsplit
 
 import httpx
 
-from core.env import envlist, envstr
+from core import model_servers
+from core.model_servers import Origin, ServerNotAllowed, shown
 from patches import PatchError, parse
 from tasks.builders import statements
-
-# The operator's list of model servers, read exactly as the `openai` policy reads it
-# (trajectories.policies.openai). That module sits in a layer above tasks, so the check is
-# repeated here rather than imported: a URL on the command line must not reach an internal
-# address the operator did not list, nor receive a key meant for another server.
-SERVERS_ENV = "CRUCIBLE_MODEL_SERVERS"
-KEYS_ENV = "CRUCIBLE_MODEL_SERVER_KEYS"
-DEFAULT_SERVERS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-DEFAULT_KEY_ORIGIN = "https://api.openai.com"
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 DEFAULT_MAX_TOKENS = 400
 DEFAULT_TEMPERATURE = 0.3
@@ -118,67 +107,22 @@ class RewriteContext:
 # --- the server -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Origin:
-    scheme: str
-    host: str
-    port: int | None  # None in an allowlist entry: any port
-
-    def admits(self, other: Origin) -> bool:
-        return (self.scheme, self.host) == (other.scheme, other.host) and self.port in (None, other.port)
-
-
-def shown(text: str, limit: int = 200) -> str:
-    """Text from a command line or a server, fit for one line of a message: bounded, printable."""
-    return repr("".join(c if c.isprintable() else "?" for c in text.strip()[:limit]))
-
-
-def parse_origin(url: str, *, wildcard_port: bool = False) -> Origin:
-    text = url.strip()
-    any_port = wildcard_port and text.endswith(":*")
-    if any_port:
-        text = text[:-2]
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
-        raise RewriteError(f"{shown(url)} is not a URL") from None
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-        raise RewriteError(f"{shown(url)} is not an http:// or https:// URL")
-    # `http://127.0.0.1:8000@attacker/` must not pass as loopback.
-    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
-        raise RewriteError(f"{shown(url)}: a model server URL takes no credentials, query or fragment")
-    if any_port:
-        return Origin(parts.scheme, parts.hostname, None)
-    return Origin(parts.scheme, parts.hostname, port if port is not None else _DEFAULT_PORTS[parts.scheme])
-
-
 def check_server(base_url: str) -> Origin:
-    """The server's origin when the operator lists it in CRUCIBLE_MODEL_SERVERS; RewriteError otherwise."""
+    """The server's origin when the operator lists it (core.model_servers); RewriteError otherwise."""
     if not base_url.strip():
         raise RewriteError("a statement rewrite needs the model server's base URL")
-    origin = parse_origin(base_url)
     try:
-        allowed = [parse_origin(entry, wildcard_port=True) for entry in envlist(SERVERS_ENV, DEFAULT_SERVERS)]
-    except RewriteError as exc:
-        raise RewriteError(f"{SERVERS_ENV}: {exc}") from None
-    if not any(entry.admits(origin) for entry in allowed):
-        raise RewriteError(
-            f"model server {shown(base_url)} is not allowed: the operator lists model servers in {SERVERS_ENV}"
-        )
-    return origin
+        return model_servers.check_server(base_url)
+    except ServerNotAllowed as exc:
+        raise RewriteError(str(exc)) from None
 
 
 def server_key(origin: Origin) -> str | None:
-    """A key goes only to the origin CRUCIBLE_MODEL_SERVER_KEYS sets it for (as for the `openai` policy)."""
-    default = f"{envstr('OPENAI_BASE_URL', '') or DEFAULT_KEY_ORIGIN}=OPENAI_API_KEY"
-    for entry in envlist(KEYS_ENV, [default]):
-        where, sep, variable = entry.rpartition("=")
-        if not sep or not where or not variable:
-            raise RewriteError(f"{KEYS_ENV} entries are ORIGIN=ENV_VARIABLE, not {shown(entry)}")
-        if parse_origin(where) == origin:
-            return os.environ.get(variable.strip()) or None
-    return None
+    """A key goes only to the origin CRUCIBLE_MODEL_SERVER_KEYS sets it for, as for the `openai` policy."""
+    try:
+        return model_servers.server_key(origin)
+    except ServerNotAllowed as exc:
+        raise RewriteError(str(exc)) from None
 
 
 def api_root(base_url: str) -> str:

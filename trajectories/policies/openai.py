@@ -8,16 +8,14 @@ content, which is parsed here the same way the local policy parses it.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from core.env import envlist, envstr
+from core import model_servers
+from core.model_servers import Origin, ServerNotAllowed
 from trajectories.policies.base import Message, Policy, PolicyError, PolicyOutput
 from trajectories.policies.chat import (
     FORMAT_HINT,
@@ -27,95 +25,28 @@ from trajectories.policies.chat import (
     to_openai_messages,
 )
 
-# Which servers the policy may talk to, and which of them get a key. The base URL comes from a
-# researcher's form, the key from the operator's environment: without these, typing a URL was
-# enough to receive the operator's OPENAI_API_KEY or to make the worker request an internal
-# address on a researcher's say-so.
-SERVERS_ENV = "CRUCIBLE_MODEL_SERVERS"
-KEYS_ENV = "CRUCIBLE_MODEL_SERVER_KEYS"
-# Loopback on any port: vLLM, SGLang, Ollama and `transformers serve` run beside the worker.
-DEFAULT_SERVERS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
-DEFAULT_KEY_ORIGIN = "https://api.openai.com"
 _SERVED_IDS_SHOWN = 10
 _SERVED_ID = re.compile(r"[A-Za-z0-9._:/@+-]{1,80}")
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-@dataclass(frozen=True)
-class Origin:
-    scheme: str
-    host: str
-    port: int | None  # None in an allowlist entry: any port
-
-    def admits(self, other: Origin) -> bool:
-        return (self.scheme, self.host) == (other.scheme, other.host) and self.port in (None, other.port)
-
-
-def parse_origin(url: str, *, wildcard_port: bool = False) -> Origin:
-    """The scheme, host and port of an http(s) URL; a URL with credentials, a query or a fragment
-    is refused (`http://127.0.0.1:8000@attacker/` must not pass as loopback)."""
-    text = url.strip()
-    any_port = wildcard_port and text.endswith(":*")
-    if any_port:
-        text = text[:-2]
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
-        raise PolicyError(f"{_shown(url)} is not a URL") from None
-    if parts.scheme not in _DEFAULT_PORTS or not parts.hostname:
-        raise PolicyError(f"{_shown(url)} is not an http:// or https:// URL")
-    if parts.username is not None or parts.password is not None or parts.query or parts.fragment:
-        raise PolicyError(f"{_shown(url)}: a model server URL takes no credentials, query or fragment")
-    if any_port:
-        return Origin(parts.scheme, parts.hostname, None)
-    return Origin(parts.scheme, parts.hostname, port if port is not None else _DEFAULT_PORTS[parts.scheme])
-
-
-def allowed_servers() -> list[Origin]:
-    try:
-        return [parse_origin(entry, wildcard_port=True) for entry in envlist(SERVERS_ENV, DEFAULT_SERVERS)]
-    except PolicyError as exc:
-        raise PolicyError(f"{SERVERS_ENV}: {exc}") from None
 
 
 def check_server(base_url: str) -> Origin:
-    """The server's origin, when the operator allows it; PolicyError naming the setting otherwise."""
+    """The server's origin when the operator lists it (core.model_servers); PolicyError otherwise."""
     if not base_url.strip():
         raise PolicyError("the openai policy needs the server's base URL")
-    origin = parse_origin(base_url)
-    if not any(entry.admits(origin) for entry in allowed_servers()):
-        raise PolicyError(
-            f"model server {_shown(base_url)} is not allowed: the operator lists model servers in {SERVERS_ENV}"
-        )
-    return origin
+    try:
+        return model_servers.check_server(base_url)
+    except ServerNotAllowed as exc:
+        raise PolicyError(str(exc)) from None
 
 
 def server_key(origin: Origin) -> str | None:
-    """The bearer token for this server, or None: a key is sent only to the origin it is set for.
-
-    CRUCIBLE_MODEL_SERVER_KEYS maps origins to the names of environment variables holding their
-    keys (`https://vllm.internal:8000=VLLM_KEY,...`); by default OPENAI_API_KEY belongs to the
-    origin of OPENAI_BASE_URL, or to https://api.openai.com when that is unset.
-    """
-    default = f"{envstr('OPENAI_BASE_URL', '') or DEFAULT_KEY_ORIGIN}=OPENAI_API_KEY"
-    for entry in envlist(KEYS_ENV, [default]):
-        where, sep, variable = entry.rpartition("=")
-        if not sep or not where or not variable:
-            raise PolicyError(f"{KEYS_ENV} entries are ORIGIN=ENV_VARIABLE, not {_shown(entry)}")
-        try:
-            keyed = parse_origin(where)
-        except PolicyError as exc:
-            raise PolicyError(f"{KEYS_ENV}: {exc}") from None
-        if keyed == origin:
-            return os.environ.get(variable.strip()) or None
-    return None
+    try:
+        return model_servers.server_key(origin)
+    except ServerNotAllowed as exc:
+        raise PolicyError(str(exc)) from None
 
 
-def _shown(text: str) -> str:
-    """Text from a form or a server, fit for one line of an error: bounded, printable."""
-    line = "".join(c if c.isprintable() else "?" for c in text.strip()[:200])
-    return repr(line)
+_shown = model_servers.shown
 
 
 def api_root(base_url: str) -> str:
