@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import venv
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -169,6 +169,33 @@ class Environment:
         }
 
 
+# Ways to get a built environment before installing one: a deployment's object store, where a
+# host that built it put it (tasks.environments registers that one). Each takes the spec and the
+# root, and returns the complete environment it placed at root/<key>, or None.
+Fetcher = Callable[[EnvSpec, Path], Path | None]
+_fetchers: list[Fetcher] = []
+
+
+def register_fetcher(fetcher: Fetcher) -> None:
+    if fetcher not in _fetchers:
+        _fetchers.append(fetcher)
+
+
+def _fetched(spec: EnvSpec, root: Path) -> Environment | None:
+    for fetcher in _fetchers:
+        try:
+            placed = fetcher(spec, root)
+        except Exception as exc:  # noqa: BLE001 - a fetcher that fails leaves the registry to try
+            logger.warning("environment %s: fetching it failed, installing instead: %s", spec.spec_hash(), exc)
+            continue
+        env = load_environment(placed) if placed is not None else None
+        if env is not None:
+            _index(root, spec, env.key)
+            logger.info("environment %s fetched instead of installed", env.key)
+            return env
+    return None
+
+
 def env_root() -> Path:
     """Where environments live: $CRUCIBLE_ENV_DIR, or beside the runner venvs (the interpreter's lifetime)."""
     configured = os.environ.get(ROOT_ENV)
@@ -225,7 +252,7 @@ def ensure_environment(spec: EnvSpec, *, rebuild: bool = False, allow_sdist: boo
     (root / "specs").mkdir(exist_ok=True)
     with _locked(root / f".lock-{spec.spec_hash()}"):
         if not rebuild:
-            found = find_environment(spec)
+            found = find_environment(spec) or _fetched(spec, root)
             if found is not None:
                 return found
         return _build(root, spec, allow_sdist)
@@ -290,7 +317,7 @@ def _build(root: Path, spec: EnvSpec, allow_sdist: bool) -> Environment:
             shutil.rmtree(staging, ignore_errors=True)
         log_lines.append(f"built {key} in {time.monotonic() - started:.1f} s")
         (root / f"{key}.log").write_text("\n".join(log_lines)[-LOG_TAIL_CHARS * 5 :])
-        (root / "specs" / f"{spec.spec_hash()}.json").write_text(json.dumps({"key": key, "spec": spec.to_json()}))
+        _index(root, spec, key)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         for leftover in (f"{staging.name}.requirements.txt", f"{staging.name}.report.json"):
@@ -301,6 +328,11 @@ def _build(root: Path, spec: EnvSpec, allow_sdist: bool) -> Environment:
         raise EnvBuildError(f"environment {key}: built but its manifest is unreadable")
     logger.info("environment %s built in %.1f s (%d packages)", key, built.build_seconds, len(lock))
     return Environment(**{**built.__dict__, "built_now": True})
+
+
+def _index(root: Path, spec: EnvSpec, key: str) -> None:
+    """spec -> key, so the next lookup of this spec is one file read (no resolution, no network)."""
+    (root / "specs" / f"{spec.spec_hash()}.json").write_text(json.dumps({"key": key, "spec": spec.to_json()}))
 
 
 def environment_key(spec: EnvSpec, lock: Sequence[str]) -> str:

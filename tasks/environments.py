@@ -1,13 +1,21 @@
-"""Verbs for repository environments: detect one for a task, build it, keep a record for the suite page."""
+"""Verbs for repository environments: detect one for a task, build it, keep a record for the suite page,
+and share it with hosts that have not built it through the object store."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import posixpath
+import shutil
+import sys
+import tarfile
+import tempfile
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from sandbox.environments import EnvBuildError, Environment, EnvSpec, ensure_environment
+from core.storage import object_store, remote_storage, sha256_file
+from sandbox.environments import EnvBuildError, Environment, EnvSpec, ensure_environment, load_environment
 from tasks.builders.environment import detect_environment
 from tasks.models import Task, TaskEnvironment
 
@@ -43,8 +51,85 @@ def prepare_environment(spec: EnvSpec, repo: str = "", *, rebuild: bool = False,
         logger.warning("environment %s for %s cannot be built: %s", spec.spec_hash(), repo or "?", exc)
         record(spec, None, repo, str(exc))
         return Prepared(spec, None, str(exc))
-    record(spec, env, repo)
+    row = record(spec, env, repo)
+    try:
+        publish_environment(env, row)
+    except (OSError, ValueError) as exc:
+        # The environment works here; other hosts install it themselves instead of fetching it.
+        logger.warning("environment %s could not be put into the object store: %s", env.key, exc)
     return Prepared(spec, env)
+
+
+def archive_key(key: str) -> str:
+    return f"environments/{key}.tar.gz"
+
+
+def publish_environment(env: Environment, row: TaskEnvironment) -> None:
+    """With hosts sharing no disk, put the built environment into the object store, its hash on the row."""
+    if not remote_storage() or row.archive_sha256:
+        return
+    with tempfile.TemporaryDirectory(prefix="crucible-env-archive-") as tmp:
+        archive = Path(tmp) / "env.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(str(env.path), arcname=env.key)
+        digest = sha256_file(archive)
+        object_store().put_file(archive_key(env.key), archive)
+        row.archive_sha256, row.archive_bytes = digest, archive.stat().st_size
+    row.save(update_fields=["archive_sha256", "archive_bytes", "updated_at"])
+    logger.info("environment %s put into the object store (%d bytes)", env.key, row.archive_bytes)
+
+
+def fetch_environment(spec: EnvSpec, root: Path) -> Path | None:
+    """An environment another host built and published, fetched by its key and checked by the row's hash.
+
+    Registered with sandbox.environments (tasks.apps): a worker host without the registry, or
+    without the time to install, gets the same bytes the building host had. A changed archive,
+    or one whose members would land outside the environment or link anywhere but the base
+    interpreter, is refused and the caller installs instead.
+    """
+    if not remote_storage():
+        return None
+    row = TaskEnvironment.objects.filter(spec_hash=spec.spec_hash(), built=True).exclude(archive_sha256="").first()
+    if row is None:
+        return None
+    target = root / row.key
+    if load_environment(target) is not None:
+        return target
+    staging = Path(tempfile.mkdtemp(prefix=".fetching-", dir=root))
+    try:
+        archive = staging / "env.tar.gz"
+        object_store().get_file(archive_key(row.key), archive)
+        if sha256_file(archive) != row.archive_sha256:
+            raise ValueError(f"environments/{row.key}.tar.gz does not match the hash recorded when it was published")
+        with tarfile.open(archive, "r:gz") as tar:
+            members = [_checked_member(member, row.key) for member in tar.getmembers()]
+            tar.extractall(staging / "out", members=members, filter="tar")  # noqa: S202 - every member checked above
+        try:
+            os.rename(staging / "out" / row.key, target)
+        except OSError:
+            if load_environment(target) is None:
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _checked_member(member: tarfile.TarInfo, key: str) -> tarfile.TarInfo:
+    name = PurePosixPath(member.name)
+    if name.is_absolute() or ".." in name.parts or name.parts[:1] != (key,):
+        raise ValueError(f"environment archive member {member.name!r} is outside the environment")
+    if member.issym():
+        link = member.linkname
+        if posixpath.isabs(link):
+            # A venv's bin/python points at the interpreter it was made from, and nowhere else.
+            base = os.path.realpath(sys.base_prefix)
+            if not os.path.realpath(link).startswith(base + os.sep):
+                raise ValueError(f"environment archive link {member.name!r} points outside the interpreter")
+        elif _lands(member.name, link).parts[:1] != (key,):
+            raise ValueError(f"environment archive link {member.name!r} points outside the environment")
+    elif not (member.isfile() or member.isdir()):
+        raise ValueError(f"environment archive member {member.name!r} is not a file, folder or link")
+    return member
 
 
 def record(spec: EnvSpec, env: Environment | None, repo: str = "", error: str = "") -> TaskEnvironment:
@@ -96,3 +181,8 @@ def environments_of(tasks: list[Task]) -> list[TaskEnvironment]:
             except EnvBuildError:
                 continue
     return list(TaskEnvironment.objects.filter(spec_hash__in=hashes).order_by("-updated_at"))
+
+
+def _lands(name: str, link: str) -> PurePosixPath:
+    """Where a relative link inside the archive points, as a path inside it."""
+    return PurePosixPath(posixpath.normpath(posixpath.join(posixpath.dirname(name), link)))

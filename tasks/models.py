@@ -111,6 +111,10 @@ class TaskEnvironment(models.Model):
     built = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     log = models.TextField(blank=True)
+    # The environment as a tar.gz in the object store (environments/<key>.tar.gz), for hosts that
+    # have not built it; its SHA-256 here, so a changed object is refused. Empty: not published.
+    archive_sha256 = models.CharField(max_length=64, blank=True)
+    archive_bytes = models.BigIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

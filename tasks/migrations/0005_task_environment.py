@@ -23,6 +23,8 @@ class Migration(migrations.Migration):
                 ("built", models.BooleanField(default=False)),
                 ("error", models.TextField(blank=True)),
                 ("log", models.TextField(blank=True)),
+                ("archive_sha256", models.CharField(blank=True, max_length=64)),
+                ("archive_bytes", models.BigIntegerField(default=0)),
                 ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             options={
