@@ -150,7 +150,7 @@ def statement_for(candidate: Candidate, issues: dict[str, Any], test_diff: str =
     ref = ISSUE_REF.search(candidate.subject) or ISSUE_REF.search(candidate.body)
     issue = issues.get(ref.group(1)) if ref else None
     if isinstance(issue, dict) and issue.get("body"):
-        title = statements.clean(str(issue.get("title") or candidate.subject))
+        title = statements.clean(str(issue.get("title") or candidate.subject), title=True)
         return statements.drop_leaks(f"# {title}\n\n{statements.clean(str(issue['body']))}", expected_patch)
     return statements.compose(candidate.subject, candidate.body, test_diff, expected_patch)
 

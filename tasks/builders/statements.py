@@ -26,6 +26,10 @@ EMPTY_SHELL = re.compile(
 )
 # A bracket around nothing but references (marked \x00 while cleaning) and reference words.
 REFERENCE_BRACKET = re.compile(rf"[(\[](?:\s|\x00|{REFERENCE_WORD}\b|and\b|[,;:&])*[)\]]", re.IGNORECASE)
+# The hole a reference left inside a sentence: "the proposal in  as it ...".
+INLINE_SHELL = re.compile(rf"\b{REFERENCE_WORD}[ \t]{{2,}}(?=[a-z])", re.IGNORECASE)
+INTRODUCED_REFERENCE = re.compile(rf"(?:\b{REFERENCE_WORD}\s*)?\x00", re.IGNORECASE)
+SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 DANGLING_WORD = re.compile(rf"\s*[,;:-]?\s*\b{REFERENCE_WORD}\s*[.:,]?\s*$", re.IGNORECASE)
 # Trailers are for the tools that read the history, not for the person fixing the bug.
 TRAILER = re.compile(r"^(?:Signed-off-by|Co-authored-by|Reviewed-by|Change-Id|Cherry-picked from)\b.*$", re.I | re.M)
@@ -48,18 +52,41 @@ class StatementQuality(TypedDict):
     leaks: list[str]  # lines of the expected patch found in the statement
 
 
-def clean(text: str) -> str:
-    """References, the empty shells they leave behind, trailers and commit hashes removed."""
+def clean(text: str, title: bool = False) -> str:
+    """References, the empty shells they leave behind, trailers and commit hashes removed.
+
+    A reference inside a sentence leaves a hole nobody can fill ("simpler than the proposal in
+    #810 as it ..."): in a body the sentence goes; in a title the reference and the word that
+    introduced it go, since a title has nothing else to say.
+    """
     text = TRAILER.sub("", REFERENCE.sub("\x00", text))
     text = HASHES.sub("<commit>", text)
     lines = []
     for line in text.splitlines():
         line = REFERENCE_BRACKET.sub(lambda m: "" if "\x00" in m.group(0) else m.group(0), line)
-        line = EMPTY_SHELL.sub("", line).replace("\x00", "")
+        line = EMPTY_SHELL.sub("", line)
+        if "\x00" in line:
+            line = _without_inline_references(line, title)
+        line = line.replace("\x00", "")
         line = DANGLING_WORD.sub("", line) if line.strip() else line
         line = re.sub(r"(?<=\S)[ \t]+([.,;:!?])(?=\s|$)", r"\1", line).rstrip()
         lines.append(line)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _without_inline_references(line: str, title: bool) -> str:
+    if title:
+        return re.sub(r"\s{2,}", " ", INTRODUCED_REFERENCE.sub("", line))
+    kept = []
+    for sentence in SENTENCE_END.split(line):
+        marker = sentence.rfind("\x00")
+        if marker == -1:
+            kept.append(sentence)
+        elif not sentence[marker + 1 :].strip(" \t.,;:!?)]\x00"):
+            # The reference ends its sentence ("Add x, see #12."): it goes with the word before it.
+            body = sentence.rstrip(" \t.!?")
+            kept.append(DANGLING_WORD.sub("", body.replace("\x00", "")) + sentence[len(body) :].strip())
+    return " ".join(part.strip() for part in kept if part.strip(" .,;:!?"))
 
 
 def humanise(test_name: str) -> str:
@@ -93,7 +120,7 @@ def behaviours(test_diff: str) -> list[tuple[str, list[str]]]:
 
 def compose(subject: str, body: str, test_diff: str, expected_patch: str) -> str:
     """A statement from the commit message and what the commit's tests observe, with no patch line in it."""
-    title = clean(subject) or "Fix a bug"
+    title = clean(subject, title=True) or "Fix a bug"
     text = f"# {title}\n"
     details = clean(body)
     if details:
@@ -126,6 +153,7 @@ def drop_leaks(text: str, expected_patch: str) -> str:
 def quality(statement: str, expected_patch: str) -> StatementQuality:
     words = len(re.findall(r"\w+", statement))
     shells = [m.group(0) for m in EMPTY_SHELL.finditer(statement)]
+    shells += [m.group(0) for m in INLINE_SHELL.finditer(statement)]
     leaks = sorted(a[:120] for a in patch_lines(expected_patch) if a in statement)
     names_behaviour = bool(
         re.search(r"`[^`]+`|\bshould\b|\bexpected?\b|\binstead\b|\braises?\b|\breturns?\b|==|Error\b", statement)

@@ -209,11 +209,28 @@ def test_statements_lose_empty_reference_shells_and_patch_lines() -> None:
         patch,
     )
     assert text.startswith("# Add option to remove trailing semicolon when splitting.\n")
-    assert "( )" not in text and "()" not in text and "fixes" not in text and "#" not in text.splitlines()[2]
+    assert "( )" not in text and "()" not in text and "fixes" not in text and "#" not in "".join(text.splitlines()[1:])
+    assert "for context" not in text  # its sentence was about references only: it went with them
     assert "rstrip" not in text  # the line that holds the patch's line is gone
     quality = statements.quality(text, patch)
     assert quality["empty_shells"] == [] and quality["leaks"] == []
     assert statements.quality("# DIV is Operator (fixes )\n", patch)["empty_shells"] == ["(fixes )"]
+
+
+def test_a_reference_inside_a_sentence_takes_its_sentence_not_just_itself() -> None:
+    # sqlparse 1a3bfbd: "... simpler than the proposal in #810 as it focusses only on that part."
+    text = statements.compose(
+        "Fix handling of semicolons inside BEGIN...END blocks (fixes #809).",
+        "Even though the splitter gets fragile, this is simpler than the proposal in #810 as it focusses "
+        "on that part. AI helped here.\n\nAdd x, see #12. Merge pull request #800 from user/branch",
+        "",
+        "",
+    )
+    assert text.splitlines()[0] == "# Fix handling of semicolons inside BEGIN...END blocks."
+    assert "proposal" not in text and "  " not in text and "#" not in text.replace("# Fix", "")
+    assert "AI helped here." in text and "Add x." in text
+    assert statements.quality(text, "")["empty_shells"] == []
+    assert statements.quality("the proposal in  as it focusses", "")["empty_shells"] == ["in  "]
 
 
 def test_a_socket_shutdown_is_not_a_dangerous_command() -> None:
