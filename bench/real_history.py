@@ -55,7 +55,9 @@ def _bare_run(task_dir: Path, patched: bool, scratch: Path) -> float:
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
         cwd=work,
         capture_output=True,
-        env={"PATH": os.environ["PATH"], "HOME": str(scratch)},
+        # Plugin autoload off, as in the sandbox: Crucible's venv carries plugins (pytest-django,
+        # hypothesis, playwright...) whose import alone costs ~0.7 s a run and would flatter the ratio.
+        env={"PATH": os.environ["PATH"], "HOME": str(scratch), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
         timeout=600,
     )
     took = time.perf_counter() - started

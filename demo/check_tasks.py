@@ -37,7 +37,9 @@ class TaskProblem(Exception):
 
 
 def run_pytest(python: str, repo: Path, timeout: int, args: tuple[str, ...] = ()) -> tuple[int, list[str]]:
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    # No plugin autoload: the tasks need plain pytest, and an interpreter with many plugins
+    # installed (Crucible's own venv) spends most of each short run importing them.
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     # The task repos are not Django projects: an inherited settings module would make
     # pytest-django (if installed) fail every run.
     for name in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE"):
