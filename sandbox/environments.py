@@ -32,7 +32,7 @@ import tempfile
 import time
 import venv
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -235,8 +235,14 @@ def ensure_environment(spec: EnvSpec, *, rebuild: bool = False, allow_sdist: boo
     """The environment for `spec`, installed from the registry now if this host has none yet.
 
     Concurrent callers for the same spec wait on one build (a file lock), and the venv appears
-    under its key in one rename, so nobody ever runs tests in half an environment.
+    under its key in one rename, so nobody ever runs tests in half an environment. The venv is
+    shared by every spec with the same lock; what is the task's own (its import paths) comes
+    from `spec`, never from whichever spec built the venv first.
     """
+    return replace(_ensure(spec, rebuild, allow_sdist), spec=spec)
+
+
+def _ensure(spec: EnvSpec, rebuild: bool, allow_sdist: bool) -> Environment:
     check_spec(spec)
     if spec.python != current_python():
         raise EnvBuildError(

@@ -136,6 +136,9 @@ def test_environment_is_read_only_and_shared_by_spec(env_root: Path) -> None:
     first = ensure_environment(spec)
     second = ensure_environment(EnvSpec(requirements=(runner_pytest(), "six>=1.16"), pythonpath=("src",)))
     assert first.key == second.key and not second.built_now
+    # Another repository with the same dependencies and no src/ layout shares the venv, not the import paths.
+    flat = ensure_environment(EnvSpec(requirements=("six>=1.16", runner_pytest())))
+    assert flat.key == first.key and flat.spec.pythonpath == () and first.spec.pythonpath == ("src",)
     six_file = next(first.path.glob("lib/python*/site-packages/six.py"))
     assert not os.access(six_file, os.W_OK) or os.geteuid() == 0
     assert six_file.stat().st_mode & 0o222 == 0
