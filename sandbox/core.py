@@ -159,7 +159,9 @@ class Sandbox:
             self.backend = self.backend.for_environment(environment)
             self.pythonpath = environment.spec.pythonpath
         self.limits = limits or Limits()
-        self.env = dict(env or {})
+        # The task's own set-up variables first: what the caller passes wins, and the hermetic
+        # harness's own variables win over both (run_tests).
+        self.env = {**dict(environment.spec.variables if environment else ()), **(env or {})}
         self.base = base.resolve()
         self.root = private_dir(sandboxes_root(), f"{os.getpid()}-{uuid.uuid4().hex[:12]}")
         self.closed = False

@@ -48,6 +48,13 @@ FORMAT = 1  # bump when the layout changes: new keys, new environments
 MAX_REQUIREMENTS = 200
 MAX_REQUIREMENT_CHARS = 200
 MAX_PYTHONPATH = 8
+MAX_VARIABLES = 32
+MAX_VARIABLE_CHARS = 1000
+# What the sandbox and the hermetic harness decide, never a task: where programs and imports come
+# from, which plugins load, where the report goes.
+RESERVED_VARIABLES = frozenset({"PATH", "HOME", "LANG", "SHELL", "TMPDIR", "BASH_ENV", "ENV", "IFS"})
+RESERVED_VARIABLE_PREFIXES = ("PYTHON", "PYTEST", "LD_", "CRUCIBLE", "PIP_", "VIRTUAL_ENV", "COV_CORE")
+_VARIABLE = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
 BUILD_TIMEOUT_S = 900
 LOG_TAIL_CHARS = 20_000
 _NAME = re.compile(r"[-_.]+")
@@ -74,21 +81,34 @@ class EnvSpec:
     requirements: tuple[str, ...]
     python: str = field(default_factory=current_python)
     pythonpath: tuple[str, ...] = ()
+    # Set-up the tests need besides packages: environment variables for every command of the task
+    # (DJANGO_SETTINGS_MODULE, TZ...). Never the ones the sandbox and the harness own.
+    variables: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_spec(self)
 
     def to_json(self) -> dict[str, Any]:
-        return {"python": self.python, "requirements": list(self.requirements), "pythonpath": list(self.pythonpath)}
+        data: dict[str, Any] = {
+            "python": self.python,
+            "requirements": list(self.requirements),
+            "pythonpath": list(self.pythonpath),
+        }
+        if self.variables:
+            data["variables"] = dict(self.variables)
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> EnvSpec:
         """From task metadata: anything malformed is refused with a message naming the field."""
         if not isinstance(data, dict):
             raise EnvBuildError("environment: must be an object with python, requirements and pythonpath")
-        unknown = set(data) - {"python", "requirements", "pythonpath", "key"}
+        unknown = set(data) - {"python", "requirements", "pythonpath", "variables", "key"}
         if unknown:
             raise EnvBuildError(f"environment: unknown field(s) {sorted(unknown)}")
+        variables = data.get("variables", {})
+        if not isinstance(variables, dict) or not all(isinstance(v, str) for v in variables.values()):
+            raise EnvBuildError("environment.variables: must be an object of NAME: string")
         requirements, pythonpath = data.get("requirements", []), data.get("pythonpath", [])
         python = data.get("python", current_python())
         for name, value in (("requirements", requirements), ("pythonpath", pythonpath)):
@@ -96,7 +116,12 @@ class EnvSpec:
                 raise EnvBuildError(f"environment.{name}: must be a list of strings")
         if not isinstance(python, str):
             raise EnvBuildError("environment.python: must be a string such as '3.11'")
-        return cls(requirements=tuple(requirements), python=python, pythonpath=tuple(pythonpath))
+        return cls(
+            requirements=tuple(requirements),
+            python=python,
+            pythonpath=tuple(pythonpath),
+            variables=tuple(sorted(variables.items())),
+        )
 
     def spec_hash(self) -> str:
         text = json.dumps([FORMAT, self.python, sorted(self.requirements)])
@@ -110,6 +135,16 @@ def check_spec(spec: EnvSpec) -> None:
         raise EnvBuildError(f"environment.requirements: {len(spec.requirements)} entries, at most {MAX_REQUIREMENTS}")
     for line in spec.requirements:
         check_requirement(line)
+    if len(spec.variables) > MAX_VARIABLES:
+        raise EnvBuildError(f"environment.variables: at most {MAX_VARIABLES} entries")
+    for name, value in spec.variables:
+        if not _VARIABLE.match(name) or name.startswith(RESERVED_VARIABLE_PREFIXES) or name in RESERVED_VARIABLES:
+            raise EnvBuildError(
+                f"environment.variables: {name[:64]!r} is not a NAME the task may set "
+                "(letters, digits, _; not PATH, HOME, PYTHON*, PYTEST_*, LD_*, CRUCIBLE_*)"
+            )
+        if len(value) > MAX_VARIABLE_CHARS or not value.isprintable():
+            raise EnvBuildError(f"environment.variables.{name}: at most {MAX_VARIABLE_CHARS} printable characters")
     if len(spec.pythonpath) > MAX_PYTHONPATH:
         raise EnvBuildError(f"environment.pythonpath: at most {MAX_PYTHONPATH} entries")
     for entry in spec.pythonpath:

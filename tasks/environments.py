@@ -11,6 +11,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -148,7 +149,9 @@ def record(spec: EnvSpec, env: Environment | None, repo: str = "", error: str = 
     return row
 
 
-def attach_environment(task_dir: Path, pytest: str = "", repo: str = "") -> Prepared | None:
+def attach_environment(
+    task_dir: Path, pytest: str = "", repo: str = "", variables: Sequence[tuple[str, str]] = ()
+) -> Prepared | None:
     """Name the environment a built task directory's snapshot needs in its metadata.json, and build it.
 
     None when the bare runner is enough. A spec that cannot even be detected (the repository
@@ -158,7 +161,7 @@ def attach_environment(task_dir: Path, pytest: str = "", repo: str = "") -> Prep
     meta_path = task_dir / "metadata.json"
     meta = json.loads(meta_path.read_text())
     try:
-        detected = detect_environment(task_dir / "repo_snapshot", pytest)
+        detected = detect_environment(task_dir / "repo_snapshot", pytest, variables)
     except EnvBuildError as exc:
         meta["environment_error"] = str(exc)
         meta_path.write_text(json.dumps(meta, indent=2) + "\n")

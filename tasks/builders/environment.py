@@ -13,11 +13,13 @@ Plain Python: the builders, `build_env` and a remote worker use it alike.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import configparser
 import logging
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -93,12 +95,33 @@ class Detected:
     runner: str = ""
 
 
+def parse_variables(pairs: Sequence[str]) -> list[tuple[str, str]]:
+    """`NAME=VALUE` strings from a command line as pairs; checked with the spec (EnvSpec)."""
+    found = []
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise EnvBuildError(f"test environment variable {pair[:80]!r}: expected NAME=VALUE")
+        found.append((name, value))
+    return found
+
+
+def variable_argument(text: str) -> str:
+    """argparse `type` for `--test-env NAME=VALUE`: refused before anything is built."""
+    try:
+        EnvSpec(requirements=(), variables=tuple(parse_variables([text])))
+    except EnvBuildError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def runner_pytest() -> str:
     return f"pytest=={metadata.version('pytest')}"
 
 
-def detect_environment(repo: Path, pytest: str = "") -> Detected:
-    """The environment `repo`'s tests need; `pytest` overrides the runner choice (a requirement such as 'pytest<8')."""
+def detect_environment(repo: Path, pytest: str = "", variables: Sequence[tuple[str, str]] = ()) -> Detected:
+    """The environment `repo`'s tests need; `pytest` overrides the runner choice (a requirement such as 'pytest<8'),
+    `variables` are the tests' set-up (NAME, value) pairs, given by whoever builds the tasks."""
     found: list[str] = []
     sources: list[str] = []
     skipped: list[str] = []
@@ -122,9 +145,13 @@ def detect_environment(repo: Path, pytest: str = "") -> Detected:
         requirements[name] = str(requirement)
     runner, why = _choose_pytest(repo, requirements.pop("pytest", ""), pytest)
     pythonpath = ("src",) if _src_layout(repo) else ()
-    if not requirements and not pythonpath and why == "default":
+    if not requirements and not pythonpath and not variables and why == "default":
         return Detected(None, sources, skipped, runner)
-    spec = EnvSpec(requirements=tuple(sorted([runner, *requirements.values()])), pythonpath=pythonpath)
+    spec = EnvSpec(
+        requirements=tuple(sorted([runner, *requirements.values()])),
+        pythonpath=pythonpath,
+        variables=tuple(sorted(dict(variables).items())),
+    )
     return Detected(spec, sources, skipped, runner)
 
 

@@ -20,6 +20,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
+from sandbox import Sandbox
 from sandbox.backends.docker import DockerBackend
 from sandbox.environments import ROOT_ENV, EnvBuildError, EnvSpec, ensure_environment, pip_install_argv
 from tasks.builders.environment import LAST_PYTEST_WITH_PY_PATH, detect_environment, runner_pytest
@@ -270,3 +271,25 @@ def test_only_wheels_unless_an_administrator_allows_source_builds(tmp_path: Path
     argv = pip_install_argv("/env/bin/python", tmp_path / "r.txt", tmp_path / "r.json", allow_sdist=False)
     assert "--only-binary=:all:" in argv
     assert "--only-binary=:all:" not in pip_install_argv("/p", tmp_path / "r", tmp_path / "j", allow_sdist=True)
+
+
+def test_set_up_variables_reach_the_tests_and_reserved_names_are_refused(tmp_path: Path, env_root: Path) -> None:
+    repo = tmp_path / "tz"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_tz.py").write_text(
+        "import os\n\n\ndef test_zone():\n    assert os.environ.get('APP_MODE') == 'testing'\n"
+    )
+    detected = detect_environment(repo, variables=[("APP_MODE", "testing")])
+    assert detected.spec is not None and detected.spec.variables == (("APP_MODE", "testing"),)
+    env = ensure_environment(detected.spec)
+    with Sandbox(repo, "bwrap", environment=env) as box:
+        assert box.run_tests().outcome("tests/test_tz.py::test_zone") == "passed"
+    with Sandbox(repo, "bwrap") as box:
+        assert box.run_tests().outcome("tests/test_tz.py::test_zone") == "failed"
+    for name in ("PATH", "PYTHONPATH", "PYTEST_ADDOPTS", "LD_PRELOAD", "CRUCIBLE_HARNESS_OUT", "lower", "A-B"):
+        with pytest.raises(EnvBuildError, match="is not a NAME the task may set"):
+            EnvSpec.from_json({"requirements": [], "variables": {name: "x"}})
+    with pytest.raises(EnvBuildError, match="printable"):
+        EnvSpec.from_json({"requirements": [], "variables": {"MODE": "a\nb"}})
+    with pytest.raises(CommandError, match="expected NAME=VALUE"):
+        call_command("build_env", "--repo", str(repo), "--test-env", "novalue", stdout=io.StringIO())

@@ -18,7 +18,7 @@ from sandbox import SandboxError
 from sandbox.environments import EnvBuildError, Environment
 from sandbox.hermetic import pytest_command
 from tasks.builders.common import DEFAULT_TEST_COMMAND
-from tasks.builders.environment import detect_environment
+from tasks.builders.environment import detect_environment, parse_variables, variable_argument
 from tasks.builders.report import BuildReport
 from tasks.environments import attach_environment, prepare_environment
 from tasks.models import Task, TaskSuite
@@ -56,6 +56,14 @@ def add_common_arguments(parser: CommandParser) -> None:
         "none: run every task on the bare test runner",
     )
     parser.add_argument("--pytest", default="", help="the environments' test runner, e.g. 'pytest<8' (default: chosen)")
+    parser.add_argument(
+        "--test-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=variable_argument,
+        help="an environment variable the tests need (DJANGO_SETTINGS_MODULE=..., TZ=UTC); repeat for more",
+    )
     parser.add_argument(
         "--secrets-baseline",
         type=baseline_argument,
@@ -126,7 +134,8 @@ def _attach_one(task_dir: Path, options: dict[str, Any], report: BuildReport) ->
     if options.get("env", "auto") == "none":
         return
     try:
-        prepared = attach_environment(task_dir, options.get("pytest", ""), report.repo)
+        variables = parse_variables(options.get("test_env", []))
+        prepared = attach_environment(task_dir, options.get("pytest", ""), report.repo, variables)
     except (OSError, ValueError) as exc:
         logger.warning("build: no environment for %s: %s", task_dir.name, exc)
         return
@@ -163,7 +172,7 @@ def repo_environment(repo: Path, options: dict[str, Any]) -> Environment | None:
     if options.get("env", "auto") == "none":
         return None
     try:
-        detected = detect_environment(repo, options.get("pytest", ""))
+        detected = detect_environment(repo, options.get("pytest", ""), parse_variables(options.get("test_env", [])))
     except EnvBuildError as exc:
         raise CommandError(f"{repo}: {exc}") from None
     if detected.spec is None:

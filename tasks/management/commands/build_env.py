@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sandbox.environments import EnvBuildError
-from tasks.builders.environment import detect_environment
+from tasks.builders.environment import detect_environment, parse_variables, variable_argument
 from tasks.environments import prepare_environment
 from tasks.models import Task
 from tasks.spec import environment_spec
@@ -28,6 +28,14 @@ class Command(BaseCommand):
         what.add_argument("--repo", type=Path, metavar="DIR", help="a repository checkout (its files are read)")
         what.add_argument("--task", metavar="TASK_ID", help="the environment a stored task names")
         parser.add_argument("--pytest", default="", help="test runner requirement, e.g. 'pytest<8' (default: chosen)")
+        parser.add_argument(
+            "--test-env",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
+            type=variable_argument,
+            help="a variable the tests need",
+        )
         parser.add_argument("--rebuild", action="store_true", help="resolve and install again, even if built")
         parser.add_argument(
             "--allow-sdist",
@@ -43,7 +51,7 @@ class Command(BaseCommand):
             if not repo.is_dir():
                 raise CommandError(f"--repo {repo}: not a directory")
             try:
-                detected = detect_environment(repo, options["pytest"])
+                detected = detect_environment(repo, options["pytest"], parse_variables(options["test_env"]))
             except EnvBuildError as exc:
                 raise CommandError(str(exc)) from None
             for line in detected.skipped:
