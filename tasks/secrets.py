@@ -26,11 +26,12 @@ import logging
 import math
 import re
 import tempfile
-from collections import Counter
-from collections.abc import Collection, Iterable
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Collection, Iterable
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from core.redaction import EXAMPLE_DOMAIN_RE, VARIABLE_SECRET_RE
 
@@ -267,7 +268,7 @@ def scan_secrets(
         for filename, where, is_text in targets:
             # scan_file, not SecretsCollection: the collection keeps one finding per hash and
             # file, so a placeholder `ghp_xxxx...` would hide a real token further down.
-            secrets = sorted(scan_file(filename), key=lambda s: (s.line_number, s.type))
+            secrets = sorted(_scan_file(filename, scan_file), key=lambda s: (s.line_number, s.type))
             lines = Path(filename).read_text(errors="replace").splitlines() if secrets else []
             seen: set[tuple[int, str, str]] = set()
             for secret in secrets:
@@ -288,6 +289,30 @@ def scan_secrets(
                             type=secret.type, where=where, line=line, verdict=verdict, why=why, hashed_secret=hashed
                         )
                     )
+    return found
+
+
+# detect-secrets' findings by (file name, content hash): the tasks of one repository share almost
+# every file, and scanning them again is most of what validation adds to the test runs (about
+# 1.2 s a task on sqlparse). The name is in the key: some filters go by it (lock files, say).
+_SCAN_CACHE: OrderedDict[tuple[str, str], list[Any]] = OrderedDict()
+SCAN_CACHE_ENTRIES = 20_000
+_SCAN_LOCK = threading.Lock()
+
+
+def _scan_file(filename: str, scan_file: Callable[[str], Iterable[Any]]) -> list[Any]:
+    path = Path(filename)
+    key = (path.name, hashlib.sha256(path.read_bytes()).hexdigest())
+    with _SCAN_LOCK:
+        found = _SCAN_CACHE.get(key)
+        if found is not None:
+            _SCAN_CACHE.move_to_end(key)
+            return found
+    found = list(scan_file(filename))
+    with _SCAN_LOCK:
+        _SCAN_CACHE[key] = found
+        if len(_SCAN_CACHE) > SCAN_CACHE_ENTRIES:
+            _SCAN_CACHE.popitem(last=False)
     return found
 
 

@@ -259,3 +259,20 @@ def test_a_baseline_is_hashes_and_a_confirmed_secret_clears_nothing() -> None:
     for bad in ("nope", '{"results": []}', '["AKIA"]', '{"plugins_used": []}'):
         with pytest.raises(ValueError, match="baseline|hashed_secret|JSON|results"):
             parse_baseline(bad)
+
+
+def test_scans_are_remembered_by_content_and_a_changed_file_is_scanned_again(tmp_path: Path) -> None:
+    from tasks.secrets import _scan_file
+
+    calls: list[str] = []
+
+    def counting(filename: str) -> list[str]:
+        calls.append(filename)
+        return [Path(filename).read_text()]
+
+    source = tmp_path / "settings.py"
+    source.write_text("KEY = 'a'\n")
+    assert _scan_file(str(source), counting) == _scan_file(str(source), counting) == ["KEY = 'a'\n"]
+    assert len(calls) == 1
+    source.write_text("KEY = 'b'\n")  # same name, new content: a stale answer would hide a new secret
+    assert _scan_file(str(source), counting) == ["KEY = 'b'\n"] and len(calls) == 2
