@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -131,17 +131,7 @@ class DockerBackend(Backend):
             return self.image
         with _image_lock:
             if not self._image_ready:
-                try:
-                    self.api.inspect_image(self.image)
-                except docker.errors.ImageNotFound:
-                    started = time.monotonic()
-                    repo, tag = self.image.rsplit(":", 1)
-                    result = self.api.import_image_from_data(base_image_tar(), repository=repo, tag=tag)
-                    # Podman's compat import ignores `tag` and names the image `latest`; tag it here.
-                    self.api.tag(imported_id(result), repo, tag)
-                    logger.info(
-                        "docker backend: created %s in %.0f ms", self.image, (time.monotonic() - started) * 1000
-                    )
+                self._import_once(self.image, base_image_tar)
                 self._image_ready = True
         return self.image
 
@@ -157,17 +147,22 @@ class DockerBackend(Backend):
         """`crucible-env:<key>`: the base rootfs plus the environment, imported once per engine."""
         tag = f"{ENV_IMAGE}:{environment.key}"
         with _image_lock:
-            try:
-                self.api.inspect_image(tag)
-                return tag
-            except docker.errors.ImageNotFound:
-                pass
-            started = time.monotonic()
-            repo, version = tag.rsplit(":", 1)
-            result = self.api.import_image_from_data(base_image_tar(environment.path), repository=repo, tag=version)
-            self.api.tag(imported_id(result), repo, version)
-            logger.info("docker backend: created %s in %.0f ms", tag, (time.monotonic() - started) * 1000)
+            self._import_once(tag, lambda: base_image_tar(environment.path))
         return tag
+
+    def _import_once(self, image: str, rootfs: Callable[[], bytes]) -> None:
+        """Import `image` from a rootfs tar unless the engine has it; the caller holds _image_lock."""
+        try:
+            self.api.inspect_image(image)
+            return
+        except docker.errors.ImageNotFound:
+            pass
+        started = time.monotonic()
+        repo, tag = image.rsplit(":", 1)
+        result = self.api.import_image_from_data(rootfs(), repository=repo, tag=tag)
+        # Podman's compat import ignores `tag` and names the image `latest`; tag it here.
+        self.api.tag(imported_id(result), repo, tag)
+        logger.info("docker backend: created %s in %.0f ms", image, (time.monotonic() - started) * 1000)
 
     def _host_config(
         self,

@@ -21,6 +21,7 @@ from tasks.builders.common import DEFAULT_TEST_COMMAND
 from tasks.builders.environment import detect_environment, parse_variables, variable_argument
 from tasks.builders.report import BuildReport
 from tasks.environments import attach_environment, prepare_environment
+from tasks.management.commands.rewrite_statements import rewrite_built
 from tasks.models import Task, TaskSuite
 from tasks.secrets import baseline_argument
 from tasks.services import (
@@ -55,15 +56,7 @@ def add_common_arguments(parser: CommandParser) -> None:
         help="auto (default): give each task the environment its snapshot needs, built once per lock; "
         "none: run every task on the bare test runner",
     )
-    parser.add_argument("--pytest", default="", help="the environments' test runner, e.g. 'pytest<8' (default: chosen)")
-    parser.add_argument(
-        "--test-env",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        type=variable_argument,
-        help="an environment variable the tests need (DJANGO_SETTINGS_MODULE=..., TZ=UTC); repeat for more",
-    )
+    add_environment_arguments(parser)
     parser.add_argument(
         "--secrets-baseline",
         type=baseline_argument,
@@ -181,6 +174,42 @@ def repo_environment(repo: Path, options: dict[str, Any]) -> Environment | None:
     if prepared.environment is None:
         raise CommandError(f"{repo}: {prepared.line()}")
     return prepared.environment
+
+
+def add_environment_arguments(parser: CommandParser) -> None:
+    """How an environment is chosen, for the builders and `build_env` alike."""
+    parser.add_argument("--pytest", default="", help="the environments' test runner, e.g. 'pytest<8' (default: chosen)")
+    parser.add_argument(
+        "--test-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        type=variable_argument,
+        help="an environment variable the tests need (DJANGO_SETTINGS_MODULE=..., TZ=UTC); repeat for more",
+    )
+
+
+def finish_build(
+    command: Any, report: BuildReport, result: TaskImportResult, options: dict[str, Any], validation: dict[str, Any]
+) -> None:
+    """What every builder does once its tasks are in the suite: say so, rewrite new statements, validate."""
+    command.stdout.write(
+        f"{len(report.built)} task(s) built into suite {result.suite}: {result.created} created, "
+        f"{result.updated} updated, {result.unchanged} unchanged, {len(report.already_built)} already built"
+    )
+    new = [task_id for task_id in report.built if task_id not in report.already_built]
+    rewrite_built(options, new, command.stdout, command.stderr._out)
+    line = validate_and_store(
+        report,
+        result.suite,
+        options["runs"],
+        options["validate"],
+        options["verbosity"] == 0,
+        command.stderr._out,
+        secrets_baseline=options["secrets_baseline"],
+        **validation,
+    )
+    command.stdout.write(line)
 
 
 def check_test_command(command: str) -> None:

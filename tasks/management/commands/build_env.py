@@ -8,8 +8,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from sandbox.environments import EnvBuildError
-from tasks.builders.environment import detect_environment, parse_variables, variable_argument
+from tasks.builders.environment import detect_environment, parse_variables
 from tasks.environments import prepare_environment
+from tasks.management.commands._building import add_environment_arguments
 from tasks.models import Task
 from tasks.spec import environment_spec
 
@@ -27,15 +28,7 @@ class Command(BaseCommand):
         what = parser.add_mutually_exclusive_group(required=True)
         what.add_argument("--repo", type=Path, metavar="DIR", help="a repository checkout (its files are read)")
         what.add_argument("--task", metavar="TASK_ID", help="the environment a stored task names")
-        parser.add_argument("--pytest", default="", help="test runner requirement, e.g. 'pytest<8' (default: chosen)")
-        parser.add_argument(
-            "--test-env",
-            action="append",
-            default=[],
-            metavar="NAME=VALUE",
-            type=variable_argument,
-            help="a variable the tests need",
-        )
+        add_environment_arguments(parser)
         parser.add_argument("--rebuild", action="store_true", help="resolve and install again, even if built")
         parser.add_argument(
             "--allow-sdist",

@@ -18,12 +18,12 @@ from tasks.management.commands._building import (
     attach_environments,
     built_before,
     check_test_command,
+    finish_build,
     import_as_built,
     keep_if_readable,
-    validate_and_store,
     validation_options,
 )
-from tasks.management.commands.rewrite_statements import add_rewrite_arguments, rewrite_built
+from tasks.management.commands.rewrite_statements import add_rewrite_arguments
 from tasks.services import DEFAULT_SUITE, TaskImportResult, import_task_dirs
 from tasks.taskdir import TaskDirError
 
@@ -78,23 +78,7 @@ class Command(BaseCommand):
                     raise BuildError(f"no candidate became a task: {report.to_json()['skipped_by_reason']}")
             except (BuildError, TaskDirError, OSError, json.JSONDecodeError) as exc:
                 raise CommandError(str(exc)) from None
-        self.stdout.write(
-            f"{len(report.built)} task(s) built into suite {result.suite}: {result.created} created, "
-            f"{result.updated} updated, {result.unchanged} unchanged, {len(report.already_built)} already built"
-        )
-        new = [task_id for task_id in report.built if task_id not in report.already_built]
-        rewrite_built(options, new, self.stdout, self.stderr._out)
-        line = validate_and_store(
-            report,
-            result.suite,
-            options["runs"],
-            options["validate"],
-            quiet,
-            self.stderr._out,
-            secrets_baseline=options["secrets_baseline"],
-            **validation,
-        )
-        self.stdout.write(line)
+        finish_build(self, report, result, options, validation)
 
     def _from_git(self, options: dict[str, Any], out: Path, quiet: bool, result: TaskImportResult) -> BuildReport:
         repo: Path = options["from_git"]

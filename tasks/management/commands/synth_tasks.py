@@ -16,12 +16,12 @@ from tasks.management.commands._building import (
     attach_environments,
     built_before,
     check_test_command,
+    finish_build,
     keep_if_readable,
     repo_environment,
-    validate_and_store,
     validation_options,
 )
-from tasks.management.commands.rewrite_statements import add_rewrite_arguments, rewrite_built
+from tasks.management.commands.rewrite_statements import add_rewrite_arguments
 from tasks.services import DEFAULT_SUITE, TaskImportResult, import_task_dirs
 from tasks.taskdir import TaskDirError
 
@@ -85,20 +85,4 @@ class Command(BaseCommand):
                     result = TaskImportResult(options["suite"] or DEFAULT_SUITE)
             except (BuildError, TaskDirError, SandboxError) as exc:
                 raise CommandError(str(exc)) from None
-        self.stdout.write(
-            f"{len(report.built)} task(s) into suite {result.suite}: {result.created} created, "
-            f"{result.updated} updated, {result.unchanged} unchanged, {len(report.already_built)} already built"
-        )
-        new = [task_id for task_id in report.built if task_id not in report.already_built]
-        rewrite_built(options, new, self.stdout, self.stderr._out)
-        line = validate_and_store(
-            report,
-            result.suite,
-            options["runs"],
-            options["validate"],
-            quiet,
-            self.stderr._out,
-            secrets_baseline=options["secrets_baseline"],
-            **validation,
-        )
-        self.stdout.write(line)
+        finish_build(self, report, result, options, validation)
