@@ -30,7 +30,7 @@ def _setup(tmp: Path) -> None:
             "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
             "CRUCIBLE_VAR_DIR": str(tmp / "var"),
             "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-            "CHANNELS_PREFIX": "crucible-bench",
+            "CRUCIBLE_INSTANCE": "crucible-bench",
             "DJANGO_SETTINGS_MODULE": "webapp.settings",
         }
     )
@@ -70,6 +70,7 @@ def _latency(tmp: Path) -> dict[str, Any]:
     from django.test import Client
     from django.utils import timezone
 
+    from core.states import Lease
     from trajectories.models import Trajectory
     from trajectories.recorder import DBRecorder
     from trajectories.schema import AgentStep
@@ -79,7 +80,9 @@ def _latency(tmp: Path) -> dict[str, Any]:
     client = Client()
     client.login(username="bench", password="bench-pass-123")
     cookie = f"sessionid={client.cookies['sessionid'].value}"
-    trajectory = Trajectory.objects.create(trajectory_id=uuid.uuid4(), task_ref="bench", created_at=timezone.now())
+    trajectory = Trajectory.objects.create(
+        trajectory_id=uuid.uuid4(), task_ref="bench", created_at=timezone.now(), status="running", attempt=1
+    )
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -120,7 +123,7 @@ def _latency(tmp: Path) -> dict[str, Any]:
         thread = threading.Thread(target=lambda: asyncio.run(listen(ready)), daemon=True)
         thread.start()
         ready.wait(30)
-        recorder = DBRecorder(trajectory)
+        recorder = DBRecorder(trajectory, Lease(Trajectory, trajectory.pk, 1))
         for n in range(1, STEPS + 1):
             record: AgentStep = {
                 "step": n,

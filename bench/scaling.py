@@ -47,7 +47,7 @@ def _setup(tmp: Path) -> None:
             "DATABASE_URL": DATABASE_URL,
             "CRUCIBLE_VAR_DIR": str(tmp / "var-web"),
             "REDIS_URL": REDIS_URL,
-            "CHANNELS_PREFIX": "crucible-bench-scaling",
+            "CRUCIBLE_INSTANCE": "crucible-bench-scaling",
             "DJANGO_SETTINGS_MODULE": "webapp.settings",
             "CRUCIBLE_STORAGE_URL": str(tmp / "objects"),
         }

@@ -85,7 +85,7 @@ def _measure(tmp: Path) -> dict[str, Any]:
         "DATABASE_URL": f"sqlite:///{tmp / 'bench.sqlite3'}",
         "CRUCIBLE_VAR_DIR": str(tmp / "var"),
         "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14"),
-        "CHANNELS_PREFIX": "crucible-bench",
+        "CRUCIBLE_INSTANCE": "crucible-bench",
         "DJANGO_SETTINGS_MODULE": "webapp.settings",
         "HF_HUB_OFFLINE": "1",
     }

@@ -6,7 +6,9 @@ start-up rather than as odd behaviour later (healthchecks' `envbool` / `envint`)
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
@@ -40,6 +42,16 @@ def envint(name: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not an integer") from None
+
+
+def envfloat(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfiguredEnv(f"{name}={raw!r} is not a number") from None
 
 
 def envlist(name: str, default: list[str]) -> list[str]:
@@ -96,3 +108,25 @@ def read_private(path: Path) -> str:
         if mode & 0o077:
             raise ImproperlyConfiguredEnv(f"{path} is readable by others (mode {mode & 0o777:o}); chmod 600 it")
         return src.read()
+
+
+INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+
+
+def instance_name(given: str, database: dict[str, object]) -> str:
+    """The name that keeps this deployment's jobs, results and live groups apart on a shared Redis.
+
+    Given (CRUCIBLE_INSTANCE), it must be a short plain word. By default it is derived from the
+    database: two checkouts with their own databases (two SQLite files, two PostgreSQL databases)
+    get two names, and every process of one deployment (web, workers, commands), sharing its
+    database, gets the same one.
+    """
+    if given:
+        if not INSTANCE_RE.match(given):
+            raise ImproperlyConfiguredEnv(
+                f"CRUCIBLE_INSTANCE={given!r} must be 1-40 letters, digits, '_', '.' or '-', "
+                "starting with a letter or digit"
+            )
+        return given
+    where = "|".join(str(database.get(key) or "") for key in ("ENGINE", "HOST", "PORT", "NAME"))
+    return "crucible-" + hashlib.sha256(where.encode()).hexdigest()[:10]

@@ -9,8 +9,10 @@ from typing import Any, TypedDict
 from django.db import transaction
 from django.utils import timezone
 
+from core import states
 from core.audit import AuditAction, record
 from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
+from core.sweep import SweepContext
 from core.vocabulary import DEFAULT_BACKEND, CheckpointKind, PolicyKind, TrajectoryStatus
 from evaluation.isolation import check_isolation, describe
 from evaluation.metrics import bootstrap_ci, mean, pass_at_k, pass_hat_k
@@ -185,13 +187,24 @@ def refresh_eval(run: EvalRun) -> EvalRun:
     if not ready(progress(run)):
         return run
     results = compute_results(run)
-    updated = EvalRun.objects.filter(pk=run.pk, status=EvalRun.Status.RUNNING).update(
-        status=EvalRun.Status.SUCCEEDED, results=results, finished_at=timezone.now()
-    )
-    if updated:
+    if states.transition(
+        run, states.SUCCEEDED, only_from=[states.RUNNING], results=results, finished_at=timezone.now()
+    ):
         logger.info("eval run %s finished: pass@k %s", run.pk, results["pass_at_k"])
     run.refresh_from_db()
     return run
+
+
+def refresh_running_evals(context: SweepContext) -> int:
+    """The sweep's part: running evaluations whose batch is done and scored are finished.
+
+    Pages, the API and the command finish a run when someone looks; this finishes one nobody looks
+    at, so a pipeline polling the API for `succeeded` gets it once the last lost scoring is redone.
+    """
+    finished = 0
+    for run in EvalRun.objects.filter(status=EvalRun.Status.RUNNING).select_related("batch"):
+        finished += refresh_eval(run).status != EvalRun.Status.RUNNING
+    return finished
 
 
 def cancel_eval(run: EvalRun, user: Any = None) -> None:
@@ -200,10 +213,7 @@ def cancel_eval(run: EvalRun, user: Any = None) -> None:
     with transaction.atomic():
         if run.batch is not None and run.batch.status != RolloutBatch.Status.CANCELLED:
             cancel_batch(run.batch, user)
-        cancelled = EvalRun.objects.filter(
-            pk=run.pk, status__in=[EvalRun.Status.QUEUED, EvalRun.Status.RUNNING]
-        ).update(status=EvalRun.Status.CANCELLED, finished_at=timezone.now())
-        if cancelled:
+        if states.transition(run, states.CANCELLED, finished_at=timezone.now()):
             record(user, AuditAction.CANCEL, run, kind="eval")
     logger.info("eval run %s cancelled", run.pk)
 

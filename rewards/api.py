@@ -1,14 +1,21 @@
-"""REST for rewards: each trajectory's reward under each reward spec it was scored under (read-only)."""
+"""REST for rewards: each trajectory's reward under each reward spec it was scored under (read-only), and bulk
+verification (scoring runs)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import django_filters
 from django.db.models import QuerySet
-from drf_spectacular.utils import OpenApiExample, extend_schema_serializer
-from rest_framework import serializers, viewsets
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_serializer
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from core.api_filters import CreatedRangeFilterSet
-from rewards.models import Reward
+from rewards.bulk import ScoringRunError, start_scoring_run
+from rewards.models import Reward, ScoringRun
 from trajectories.models import Trajectory
 
 REWARD_EXAMPLE = {
@@ -62,3 +69,71 @@ class RewardViewSet(viewsets.ReadOnlyModelViewSet[Reward]):
 
     def get_queryset(self) -> QuerySet[Reward]:
         return Reward.objects.select_related("trajectory")
+
+
+SCORING_RUN_EXAMPLE = {
+    "id": 3,
+    "filters": {"imported": True},
+    "spec_version": "default@3f2a9c1d0b7e",
+    "status": "running",
+    "total": 10000,
+    "done": 2400,
+    "scored": 2100,
+    "skipped": 290,
+    "failed": 10,
+    "error": "",
+    "created_at": "2026-11-02T09:12:00Z",
+    "started_at": "2026-11-02T09:12:01Z",
+    "finished_at": None,
+}
+
+
+@extend_schema_serializer(examples=[OpenApiExample("scoring run", value=SCORING_RUN_EXAMPLE, response_only=True)])
+class ScoringRunSerializer(serializers.ModelSerializer[ScoringRun]):
+    class Meta:
+        model = ScoringRun
+        fields = list(SCORING_RUN_EXAMPLE)
+        read_only_fields = fields
+
+
+@extend_schema_serializer(
+    examples=[
+        OpenApiExample("every imported trajectory", value={"filters": {"imported": True}}, request_only=True),
+        OpenApiExample(
+            "one batch, another spec", value={"filters": {"batch": 42}, "spec": "name: strict\n"}, request_only=True
+        ),
+    ]
+)
+class ScoringRequestSerializer(serializers.Serializer[Any]):
+    """What to verify: the trajectory list's filters (and `imported`), under the active spec or `spec`."""
+
+    filters = serializers.DictField(
+        child=serializers.JSONField(),
+        help_text="the trajectory list's filters (suite, batch, task, policy, source, ...) and `imported`; "
+        "an empty object means every finished trajectory",
+    )
+    spec = serializers.CharField(required=False, allow_blank=True, default="", help_text="reward spec YAML")
+
+
+class ScoringRunViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet[ScoringRun]):
+    """Bulk verification: trajectories scored through the reward service by a `rewards` worker.
+
+    POST answers 202 with the queued run; its `done`/`total` and counts say how far it is. Idempotent
+    per (trajectory, spec version): a second run over the same trajectories scores nothing again.
+    """
+
+    serializer_class = ScoringRunSerializer
+    lookup_value_converter = "int"
+
+    def get_queryset(self) -> QuerySet[ScoringRun]:
+        return ScoringRun.objects.all()
+
+    @extend_schema(request=ScoringRequestSerializer, responses={202: ScoringRunSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        asked = ScoringRequestSerializer(data=request.data)
+        asked.is_valid(raise_exception=True)
+        try:
+            run = start_scoring_run(asked.validated_data["filters"], asked.validated_data["spec"], request.user)
+        except ScoringRunError as exc:
+            raise ValidationError({"filters" if "filter" in str(exc) else "spec": [str(exc)]}) from None
+        return Response(ScoringRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)

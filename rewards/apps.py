@@ -8,8 +8,9 @@ class RewardsConfig(AppConfig):
 
     def ready(self) -> None:
         # Lower layers cannot import rewards; they learn of it here, once the apps are loaded.
-        from rewards import receivers, suite_columns, trajectory_sections
+        from rewards import receivers, suite_columns, sweeps, trajectory_sections
 
         receivers.connect()
+        sweeps.connect()
         suite_columns.register()
         trajectory_sections.register()

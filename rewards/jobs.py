@@ -19,7 +19,7 @@ from celery import shared_task
 
 from core.live import publish_on_commit
 from core.vocabulary import JobQueue
-from rewards.services import active_spec, score_trajectory
+from rewards.services import active_spec, record_scoring_failure, score_trajectory
 from trajectories.events import trajectory_live_group
 
 logger = logging.getLogger(__name__)
@@ -51,11 +51,16 @@ def score_trajectory_job(trajectory_id: str) -> dict[str, object]:
     started = time.monotonic()
     logger.info("scoring of %s started", trajectory_id)
     _tell(trajectory_id, {"kind": "scoring", "state": "running"})
+    spec = None
     try:
-        reward = score_trajectory(trajectory_id, active_spec())
+        spec = active_spec()
+        reward = score_trajectory(trajectory_id, spec)
     except Exception as exc:
         logger.exception("scoring of %s failed after %.1f s", trajectory_id, time.monotonic() - started)
         message = " ".join(str(exc).split())[:ERROR_SHOWN] or type(exc).__name__
+        if spec is not None:
+            # On the row: the page offers a retry, and the sweep leaves it until someone asks.
+            record_scoring_failure(trajectory_id, spec.version, f"{type(exc).__name__}: {exc}")
         _tell(trajectory_id, {"kind": "scoring", "state": "failed", "error": message})
         raise
     logger.info("scoring of %s finished in %.1f s", trajectory_id, time.monotonic() - started)
@@ -75,3 +80,17 @@ def score_trajectory_job(trajectory_id: str) -> dict[str, object]:
         "reward": reward.reward,
         "resolved": reward.resolved,
     }
+
+
+@shared_task(queue=JobQueue.REWARDS, time_limit=7 * 24 * 3600, acks_late=True, reject_on_worker_lost=True)
+def score_run_job(run_pk: int) -> dict[str, object]:
+    """A bulk scoring run (rewards.bulk). Safe to deliver twice: only the attempt that claims the row runs it."""
+    from rewards.bulk import run_scoring_run
+
+    started = time.monotonic()
+    run = run_scoring_run(run_pk)
+    if run is None:
+        logger.info("scoring run %s was not ours to run (held by another attempt, or done)", run_pk)
+        return {"run": run_pk, "ran": False}
+    logger.info("scoring run %s ended %s in %.1f s", run_pk, run.status, time.monotonic() - started)
+    return {"run": run_pk, "ran": True, "status": run.status, "scored": run.scored, "failed": run.failed}

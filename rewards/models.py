@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from core.vocabulary import RunStatus, choices
 from tasks.models import Task
 from trajectories.models import Trajectory
 
@@ -45,3 +46,61 @@ class RewardSanity(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task_id}@{self.spec_version}: gap {self.gap}"
+
+
+class ScoringFailure(models.Model):
+    """Why the reward service could not score a trajectory under a spec version.
+
+    The trajectory's page shows it with a retry; the sweep that redoes lost scoring leaves it
+    alone (it would fail the same way) until someone asks again. Scoring it removes it.
+    """
+
+    trajectory = models.ForeignKey(Trajectory, on_delete=models.CASCADE, related_name="scoring_failures")
+    spec_version = models.CharField(max_length=120)
+    error = models.TextField()
+    attempts = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["trajectory", "spec_version"], name="scoring_failure_once_per_spec")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.trajectory_id}@{self.spec_version}: {self.error[:80]}"
+
+
+class ScoringRun(models.Model):
+    """Verifying many trajectories at once: the `score` command, or POST /api/v1/rewards/score/.
+
+    `filters` are the trajectory list's filters it was asked with (`imported`: the imported
+    trajectories); `spec_text` the reward spec YAML it scores under (empty: the active spec), so
+    the worker that runs it needs no file of the asker's. Idempotent per (trajectory, spec
+    version): a trajectory already scored under the spec counts as `skipped`, and running the
+    same request again adds nothing.
+    """
+
+    Status = RunStatus
+
+    filters = models.JSONField(default=dict)
+    spec_text = models.TextField(blank=True)
+    spec_version = models.CharField(max_length=120)
+    status = models.CharField(max_length=16, choices=choices(RunStatus), default=RunStatus.QUEUED, db_index=True)
+    attempt = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    scored = models.PositiveIntegerField(default=0)  # scored by this run
+    skipped = models.PositiveIntegerField(default=0)  # already scored under the spec
+    failed = models.PositiveIntegerField(default=0)  # could not be scored (ScoringFailure says why)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"scoring run {self.pk}: {self.status} {self.done}/{self.total}"

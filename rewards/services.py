@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import logging
 import time
@@ -14,16 +15,19 @@ from django.utils import timezone
 from core.vocabulary import ActionType, Termination
 from rewards.anticheat import scan_commands
 from rewards.learned import LearnedScoreError, apply_learned
-from rewards.models import Reward, RewardSanity
+from rewards.models import Reward, RewardSanity, ScoringFailure
 from rewards.process import process_rewards
 from rewards.sanity import check_task
-from rewards.scoring import score_patch
+from rewards.scoring import Score, score_patch
 from rewards.spec import RewardSpec, SpecError, load_spec
 from tasks.models import Task
 from tasks.services import task_spec_for
 from trajectories.models import Step, Trajectory
 
 logger = logging.getLogger(__name__)
+
+
+ERROR_KEPT = 2000  # characters of a scoring failure's message kept on its row
 
 
 class RewardError(ValueError):
@@ -35,12 +39,24 @@ def probe_secret() -> bytes:
     return hashlib.sha256(b"crucible-probes\0" + settings.SECRET_KEY.encode()).digest()
 
 
-def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend: str | None = None) -> Reward:
+# What a verdict depends on: the task as it was, the patch, the spec, how the episode ended.
+VerdictKey = tuple[str, str, str, str]
+
+
+def score_trajectory(
+    trajectory_id: str,
+    spec: RewardSpec | None = None,
+    backend: str | None = None,
+    verdicts: dict[VerdictKey, Score] | None = None,
+) -> Reward:
     """Score a trajectory's patch and steps once per spec version.
 
     The expensive part (running tests) happens outside any transaction; the write is
     one transaction, and a concurrent scorer that got there first simply wins. The
-    sandbox is settings.CRUCIBLE_SANDBOX_BACKEND unless one is given.
+    sandbox is settings.CRUCIBLE_SANDBOX_BACKEND unless one is given. `verdicts` is a memo
+    of the hidden tests' verdicts by (task version, patch, spec, termination) for a bulk run:
+    the same patch of the same task gets the same verdict (nothing else reaches score_patch),
+    while what depends on the steps (process rewards, reward models) is computed per trajectory.
     """
     spec = spec or active_spec()
     backend = backend or settings.CRUCIBLE_SANDBOX_BACKEND
@@ -54,14 +70,16 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
     steps = list(
         trajectory.steps.order_by("step").values("id", "step", "action_type", "action_input", "observation", "extra")
     )
-    score = score_patch(
-        task_spec_for(trajectory.task),
-        trajectory.patch,
-        spec,
-        backend,
-        trajectory.termination or Termination.SUBMITTED,
-        secret=probe_secret(),
-    )
+    termination = trajectory.termination or Termination.SUBMITTED
+    key = (trajectory.task.version, hashlib.sha256(trajectory.patch.encode()).hexdigest(), spec.version, termination)
+    known = verdicts.get(key) if verdicts is not None else None
+    if known is None:
+        known = score_patch(
+            task_spec_for(trajectory.task), trajectory.patch, spec, backend, termination, secret=probe_secret()
+        )
+        if verdicts is not None:
+            verdicts[key] = known
+    score = copy.deepcopy(known)  # the memo's copy stays as the tests gave it
     try:
         # A reward model reads the whole trajectory; the hidden tests have already spoken.
         final, learned = apply_learned(
@@ -109,6 +127,7 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
             trajectory.final_reward, trajectory.success, trajectory.flags = score.reward, score.resolved, flags
             trajectory.scored_spec, trajectory.scored_at = spec.version, timezone.now()
             trajectory.save(update_fields=["final_reward", "success", "flags", "scored_spec", "scored_at"])
+            ScoringFailure.objects.filter(trajectory=trajectory, spec_version=spec.version).delete()
     except IntegrityError:
         logger.info(
             "trajectory %s was scored under %s by another scorer first; keeping that reward",
@@ -127,6 +146,20 @@ def score_trajectory(trajectory_id: str, spec: RewardSpec | None = None, backend
         ", ".join(sorted({str(f.get("detector")) for f in flags})) or "none",
     )
     return reward
+
+
+def record_scoring_failure(trajectory_id: str, spec_version: str, error: str) -> None:
+    """Keep why scoring failed, for the trajectory's page (and so the sweep does not retry it blindly)."""
+    trajectory = Trajectory.objects.filter(trajectory_id=trajectory_id).first()
+    if trajectory is None:
+        return
+    with transaction.atomic():
+        failure, created = ScoringFailure.objects.select_for_update().get_or_create(
+            trajectory=trajectory, spec_version=spec_version, defaults={"error": error[:ERROR_KEPT]}
+        )
+        if not created:
+            failure.error, failure.attempts = error[:ERROR_KEPT], failure.attempts + 1
+            failure.save(update_fields=["error", "attempts", "updated_at"])
 
 
 def check_reward_sanity(task: Task, spec: RewardSpec | None = None, backend: str | None = None) -> RewardSanity:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from rewards.models import Reward
+from rewards.models import Reward, ScoringFailure
 from trajectories.models import Trajectory
 from trajectories.sections import Slot, TrajectorySection, register_trajectory_section
 
 
 def latest_reward(trajectory: Trajectory) -> dict[str, Any]:
-    return {"score": Reward.objects.filter(trajectory=trajectory).order_by("-created_at").first()}
+    return {
+        "score": Reward.objects.filter(trajectory=trajectory).order_by("-created_at").first(),
+        # Why the last scoring failed, while nothing has scored it since: the page offers a retry.
+        "scoring_failure": None
+        if trajectory.scored_at
+        else ScoringFailure.objects.filter(trajectory=trajectory).order_by("-updated_at").first(),
+    }
 
 
 def register() -> None:

@@ -7,6 +7,7 @@ from rewards import views
 app_name = "rewards"
 urlpatterns = [
     path("trajectories/<uuid:trajectory_id>/rescore/", views.rescore, name="rescore"),
+    path("batches/<int:batch_id>/score/", views.score_batch, name="score-batch"),
     path(
         "trajectories/<uuid:trajectory_id>/rescore/<str:job_id>/",
         views.rescore_status,

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from celery.result import AsyncResult
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from core.permissions import role_required
 from core.roles import RESEARCHER
+from rewards.bulk import start_scoring_run
 from rewards.jobs import score_trajectory_job
 from rewards.models import Reward
 from rewards.services import active_spec
-from trajectories.models import Trajectory
+from trajectories.models import RolloutBatch, Trajectory
 
 # Celery's states, as the status line words them.
 JOB_STATES = {"PENDING": "queued", "RECEIVED": "queued", "STARTED": "running", "RETRY": "queued"}
@@ -44,6 +46,17 @@ def rescore(request: HttpRequest, trajectory_id: str) -> HttpResponse:
     if request.headers.get("HX-Request"):
         return _status(request, trajectory, "queued", job_id=getattr(job, "id", ""), spec_version=version)
     return redirect("trajectories:detail", trajectory_id=trajectory_id)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def score_batch(request: HttpRequest, batch_id: int) -> HttpResponse:
+    """The batch page's "score them": a scoring run over the batch on a `rewards` worker (rewards.bulk)."""
+    batch = get_object_or_404(RolloutBatch, pk=batch_id)
+    run = start_scoring_run({"batch": batch.pk}, user=request.user)
+    unscored = batch.trajectories.filter(status=Trajectory.Status.FINISHED, scored_at=None).count()
+    messages.info(request, f"Scoring run {run.pk} queued: {unscored} unscored trajectories of this batch.")
+    return redirect("batches:detail", batch_id=batch.pk)
 
 
 @require_GET

@@ -26,6 +26,16 @@ fi
 rm -f var/log/seed.txt
 $BIN/python manage.py seed_demo
 
+# Several checkouts may share one Redis: each keeps its jobs and live events under its own name.
+INSTANCE_INFO=$($BIN/python manage.py shell -v 0 -c "
+import redis
+from django.conf import settings
+me = settings.CRUCIBLE_INSTANCE
+client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_connect_timeout=2)
+others = sorted({k.decode().split(':', 1)[0] for k in client.scan_iter('*:_kombu.binding.*', count=1000)} - {me})
+print(me + ('  (also on this Redis: ' + ', '.join(others[:5]) + '; each runs only its own jobs)' if others else ''))
+" 2>/dev/null || echo "?")
+
 # The hf policy sizes torch threads to the cores each of the 2 worker processes gets.
 CRUCIBLE_WORKER_CONCURRENCY=2 $BIN/celery -A webapp worker -Q default,rollouts,rewards,training --concurrency 2 \
   --loglevel INFO --logfile var/log/celery.log >var/log/celery.out 2>&1 &
@@ -35,6 +45,7 @@ trap 'kill $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT INT TERM
 echo
 echo "  Crucible is at http://$HOST:$PORT/"
 echo "  login: admin, password in var/admin_password (reviewer, researcher: var/demo_passwords)"
+echo "  instance: $INSTANCE_INFO"
 echo "  logs: var/log/  ·  stop with Ctrl-C"
 echo
 $BIN/daphne -b "$HOST" -p "$PORT" webapp.asgi:application

@@ -119,7 +119,7 @@ def main() -> int:
         **os.environ,
         "CRUCIBLE_VAR_DIR": str(tmp),
         "REDIS_URL": redis_url,
-        "CHANNELS_PREFIX": "crucible-soak",
+        "CRUCIBLE_INSTANCE": "crucible-soak",
         "DJANGO_SETTINGS_MODULE": "webapp.settings",
         "HF_HUB_OFFLINE": "1",
         "LOG_LEVEL": "WARNING",

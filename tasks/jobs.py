@@ -10,7 +10,9 @@ import logging
 import time
 
 from celery import group, shared_task
+from django.conf import settings
 
+from core import states
 from core.vocabulary import JobQueue
 from tasks.models import Task, ValidationRun
 
@@ -60,11 +62,14 @@ def validate_run_task_job(run_id: int, task_pk: int) -> str:
     if run.status in (ValidationRun.Status.SUCCEEDED, ValidationRun.Status.FAILED) or task.task_id in run.results:
         return run.results.get(task.task_id, "")  # a redelivered message: the task is done
     started = time.monotonic()
-    try:
-        status, error = validate_task(task, runs=run.runs).status, ""
-    except Exception as exc:  # noqa: BLE001 - one task that cannot run says nothing about the others
-        logger.exception("validation run %s: task %s could not be validated", run_id, task.task_id)
-        status, error = COULD_NOT_VALIDATE, f"{type(exc).__name__}: {exc}"
+    # A task's validation runs its tests 2 x runs + 1 times: minutes on a busy machine. The run
+    # beats meanwhile, so the sweep takes only a run whose every job is gone for one in trouble.
+    with states.Heartbeat(ValidationRun.objects.filter(pk=run_id), float(settings.CRUCIBLE_STALE_S) / 4):
+        try:
+            status, error = validate_task(task, runs=run.runs).status, ""
+        except Exception as exc:  # noqa: BLE001 - one task that cannot run says nothing about the others
+            logger.exception("validation run %s: task %s could not be validated", run_id, task.task_id)
+            status, error = COULD_NOT_VALIDATE, f"{type(exc).__name__}: {exc}"
     logger.info("validation run %s: task %s is %s (%.1f s)", run_id, task.task_id, status, time.monotonic() - started)
     record_validation_progress(run, task.task_id, status, error)
     return status

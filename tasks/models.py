@@ -82,6 +82,9 @@ class ValidationRun(models.Model):
     done = models.PositiveIntegerField(default=0)
     results = models.JSONField(default=dict, blank=True)  # task_id -> status
     error = models.TextField(blank=True)
+    # Its tasks run as jobs all over the pool; each beats the run while it validates, and each
+    # result recorded counts as a beat. Beats stopped: the sweep sends again what is missing.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -13,6 +13,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
+from core import states
 from core.audit import AuditAction, record
 from core.live import group_name, publish_on_commit
 from core.vocabulary import LiveGroup, Split, values
@@ -275,12 +276,17 @@ def begin_validation_run(run: ValidationRun) -> list[int]:
     it and the run's last task knows it is the last. A run with nothing left finishes here.
     """
     tasks = list(run.suite.tasks.order_by("task_id").values_list("pk", "task_id"))
-    pending = [pk for pk, task_id in tasks if task_id not in run.results]
     with transaction.atomic():
         locked = ValidationRun.objects.select_for_update().get(pk=run.pk)
-        locked.status = ValidationRun.Status.RUNNING
+        if locked.status in states.DONE:
+            return []
+        pending = [pk for pk, task_id in tasks if task_id not in locked.results]
+        # Sent again by the sweep, a running run stays running: its missing tasks go out again.
+        if locked.status != ValidationRun.Status.RUNNING:
+            states.transition(locked, states.RUNNING, only_from=[states.QUEUED])
         locked.total = len(locked.results) + len(pending)
-        locked.save(update_fields=["status", "total"])
+        locked.heartbeat_at = timezone.now()
+        locked.save(update_fields=["total", "heartbeat_at"])
         _finish_if_done(locked)
     run.status, run.total = locked.status, locked.total
     return pending if locked.status == ValidationRun.Status.RUNNING else []
@@ -294,9 +300,12 @@ def record_validation_progress(run: ValidationRun, task_id: str, status: str, er
     """
     with transaction.atomic():
         locked = ValidationRun.objects.select_for_update().get(pk=run.pk)
+        if locked.status != ValidationRun.Status.RUNNING:
+            return  # ended meanwhile (a late duplicate of a task the sweep sent again)
         locked.results[task_id] = status
         locked.done = len(locked.results)
-        fields = ["results", "done"]
+        locked.heartbeat_at = timezone.now()
+        fields = ["results", "done", "heartbeat_at"]
         if error:
             # Kept on the run as they come: what the page shows when the run ends failed.
             locked.error = (locked.error + f"{task_id}: {error}\n")[:5000]
@@ -323,11 +332,10 @@ def _finish_if_done(locked: ValidationRun) -> None:
 
 
 def finish_validation_run(run: ValidationRun, error: str = "") -> None:
-    run.status = ValidationRun.Status.FAILED if error else ValidationRun.Status.SUCCEEDED
-    run.error = error[:5000]
-    run.finished_at = timezone.now()
     with transaction.atomic():
-        run.save(update_fields=["status", "error", "finished_at"])
+        ended = ValidationRun.Status.FAILED if error else ValidationRun.Status.SUCCEEDED
+        if not states.transition(run, ended, error=error[:5000], finished_at=timezone.now()):
+            return
         publish_on_commit(
             group_name(LiveGroup.VALIDATION, run.pk),
             {"kind": "finished", "status": run.status, "error": run.error, "done": run.done, "total": run.total},

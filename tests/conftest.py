@@ -74,13 +74,15 @@ def purge_queues(queues: str) -> None:
     test can name the same id as a fresh database's first batch and run against it.
     """
     import redis
+    from django.conf import settings
 
     client = redis.Redis.from_url(os.environ["REDIS_URL"])
     try:
         for queue in queues.split(","):
             # Celery's Redis transport keeps a queue in a list named after it, with one
-            # list per priority level under the same prefix.
-            keys = [queue, *client.scan_iter(match=f"{queue}\x06\x16*")]
+            # list per priority level, all under the instance's prefix.
+            name = f"{settings.REDIS_KEY_PREFIX}{queue}"
+            keys = [name, *client.scan_iter(match=f"{name}\x06\x16*")]
             client.delete(*keys)
     finally:
         client.close()
@@ -131,3 +133,9 @@ def start_worker(
         proc.wait(timeout=20)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture
+def rewards_worker() -> Iterator[subprocess.Popen[bytes]]:
+    """A real worker on the `rewards` queue, its queue purged first (start_worker)."""
+    yield from start_worker("rewards")

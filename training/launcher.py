@@ -27,8 +27,11 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce, Now
 from django.utils import timezone
 
+from core import states
 from core.live import publish_on_commit
 from core.objectstore import StoreError
 from core.vocabulary import CheckpointKind, RunStatus, Termination, TrajectorySource, TrajectoryStatus
@@ -114,8 +117,9 @@ def _finite_numbers(values: Any) -> dict[str, float]:
 class RunFollower:
     """What the launcher knows about one running trainer, and what it does with each event."""
 
-    def __init__(self, run: TrainingRun) -> None:
+    def __init__(self, run: TrainingRun, lease: states.Lease) -> None:
         self.run = run
+        self.lease = lease
         self.group = live_group(run)
         # A resumed run continues from its checkpoint's step; the trainer counts from 0 again.
         self.offset = run.resume_from.step if run.resume_from is not None else 0
@@ -160,10 +164,16 @@ class RunFollower:
         if "steps_per_min" not in values and minutes > 0 and step > self.offset:
             values["steps_per_min"] = round((step - self.offset) / minutes, 3)
         self.metrics.update(values)
-        with transaction.atomic():
+
+        def record_metric() -> None:
             RunMetric.objects.create(run=self.run, step=step, values=values)
-            TrainingRun.objects.filter(pk=self.run.pk).update(metrics=self.metrics, heartbeat_at=timezone.now())
             publish_on_commit(self.group, {"kind": "metric", "run_id": self.run.pk, "step": step, "values": values})
+
+        try:
+            # Fenced: a launcher whose run was declared lost or cancelled records nothing more.
+            states.write(self.lease, record_metric, metrics=self.metrics)
+        except states.Superseded:
+            logger.info("training run %s: a metric after the run stopped being ours was dropped", self.run.pk)
 
     def on_checkpoint(self, event: dict[str, Any]) -> None:
         path = Path(str(event["path"]))
@@ -265,29 +275,33 @@ class RunFollower:
         return "\n".join(self.tail)
 
 
-def _claim(run_pk: int) -> TrainingRun | None:
+def _claim(run_pk: int) -> tuple[TrainingRun, states.Lease] | None:
     # A job delivered again after its worker died finds the row running under that worker:
     # that run is failed-and-resumable (by a person's choice), not silently started over.
     fail_lost_runs(TrainingRun.objects.filter(pk=run_pk))
     with transaction.atomic():
-        run = TrainingRun.objects.select_for_update().filter(pk=run_pk).first()
-        if run is None or run.status != RunStatus.QUEUED:
+        lease = states.claim(
+            TrainingRun,
+            run_pk,
+            stale_after=None,
+            where=Q(status=RunStatus.QUEUED),
+            worker=worker_name(),
+            started_at=Coalesce(F("started_at"), Now()),
+        )
+        if lease is None:
             return None
-        run.status = RunStatus.RUNNING
-        run.worker = worker_name()
-        run.heartbeat_at = timezone.now()
-        run.started_at = run.started_at or run.heartbeat_at
-        run.save(update_fields=["status", "worker", "heartbeat_at", "started_at"])
+        run = TrainingRun.objects.select_related("resume_from").get(pk=run_pk)
         publish_status(run)
-    return TrainingRun.objects.select_related("resume_from").get(pk=run_pk)
+    return run, lease
 
 
 def execute(run_pk: int) -> TrainingRun | None:
     """Run a queued run to its end; None when it was not this call's to run."""
-    run = _claim(run_pk)
-    if run is None:
+    claimed = _claim(run_pk)
+    if claimed is None:
         return None
-    follower = RunFollower(run)
+    run, lease = claimed
+    follower = RunFollower(run, lease)
     try:
         return _run_trainer(run, follower)
     except Exception as exc:
@@ -389,24 +403,17 @@ def _follow(run: TrainingRun, proc: subprocess.Popen[bytes], follower: RunFollow
 
 
 def _beat(run: TrainingRun, follower: RunFollower) -> bool:
-    """Touch the heartbeat and keep the log tail; False when the row is no longer running here."""
-    touched = TrainingRun.objects.filter(pk=run.pk, status=RunStatus.RUNNING, worker=run.worker).update(
-        heartbeat_at=timezone.now(), log_tail=follower.log_tail()
-    )
-    return touched == 1
+    """Touch the heartbeat and keep the log tail; False when the row is no longer running under this attempt."""
+    return states.beat(follower.lease, log_tail=follower.log_tail())
 
 
 def _finish(run: TrainingRun, follower: RunFollower, status: RunStatus, error: str) -> TrainingRun:
     with transaction.atomic():
-        locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        locked.log_tail = follower.log_tail()
-        locked.pgid = None
-        fields = ["log_tail", "pgid"]
+        # The log tail and the group always: what the trainer said is worth keeping, whoever ended the run.
+        TrainingRun.objects.filter(pk=run.pk).update(log_tail=follower.log_tail(), pgid=None)
         # A cancel that landed while the trainer was finishing keeps its word.
-        if locked.status == RunStatus.RUNNING:
-            locked.status, locked.error, locked.finished_at = status, error, timezone.now()
-            fields += ["status", "error", "finished_at"]
-            publish_status(locked)
-        locked.save(update_fields=fields)
+        if states.end(follower.lease, status, error=error, finished_at=timezone.now()):
+            publish_status(TrainingRun.objects.get(pk=run.pk))
+    locked = TrainingRun.objects.get(pk=run.pk)
     logger.info("training run %s finished: %s %s", run.pk, locked.status, locked.error[:200])
     return locked

@@ -52,6 +52,9 @@ class TrainingRun(models.Model):
     )
     pgid = models.IntegerField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True)
+    # The launcher that claimed the run holds it under this attempt (core.states); its beats,
+    # log tail and end are fenced by it.
+    attempt = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     metrics = models.JSONField(default=dict, blank=True)  # the latest value of each metric
     # What it trains on: a training set's name@version or a file, and the train file's hash.

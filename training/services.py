@@ -25,10 +25,12 @@ from django.contrib.auth.models import User as AuthUser
 from django.db import transaction
 from django.utils import timezone
 
+from core import states
 from core.audit import AuditAction, record
 from core.live import group_name, publish_on_commit
 from core.objectstore import StoreError
 from core.storage import object_store, remote_storage, sha256_file
+from core.sweep import SweepContext
 from core.vocabulary import LiveGroup, RunStatus
 from training import data
 from training.config import RunConfig, check, config_hash, parse
@@ -231,12 +233,8 @@ def cancel_run(run: TrainingRun, user: User = None, grace: float = CANCEL_GRACE_
     who = getattr(user, "username", "") or "someone"
     with transaction.atomic():
         locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        if locked.status in FINISHED:
+        if not states.transition(locked, states.CANCELLED, error=f"cancelled by {who}", finished_at=timezone.now()):
             raise RunError(f"run {run.pk} is already {locked.status}")
-        locked.status = RunStatus.CANCELLED
-        locked.error = f"cancelled by {who}"
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "error", "finished_at"])
         record(user, AuditAction.CANCEL, locked, kind="training")
         publish_status(locked)
     _stop_local_group(locked, grace)
@@ -259,14 +257,17 @@ def resume_run(run: TrainingRun, user: User = None, *, enqueue: bool = True) -> 
         checkpoint = last_checkpoint(locked)
         if locked.status != RunStatus.FAILED or checkpoint is None:
             raise RunError(f"run {run.pk} is {locked.status} with no checkpoint to resume from")
-        locked.status = RunStatus.QUEUED
-        locked.resume_from = checkpoint
-        locked.error = ""
-        locked.pgid = None
-        locked.worker = ""
-        locked.heartbeat_at = None
-        locked.finished_at = None
-        locked.save(update_fields=["status", "resume_from", "error", "pgid", "worker", "heartbeat_at", "finished_at"])
+        states.transition(
+            locked,
+            states.QUEUED,
+            only_from=[states.FAILED],
+            resume_from=checkpoint,
+            error="",
+            pgid=None,
+            worker="",
+            heartbeat_at=None,
+            finished_at=None,
+        )
         write_config(locked)
         record(user, AuditAction.RESUME, locked, kind="training", checkpoint=checkpoint.pk, step=checkpoint.step)
         publish_status(locked)
@@ -282,41 +283,58 @@ def resume_run(run: TrainingRun, user: User = None, *, enqueue: bool = True) -> 
     return locked
 
 
-def _worker_gone(run: TrainingRun, now: Any) -> bool:
-    if run.heartbeat_at is None or now - run.heartbeat_at > STALE_AFTER:
-        return True
-    if _on_this_host(run):
-        pid = run.worker.rsplit(":", 1)[1]
-        return pid.isdigit() and not psutil.pid_exists(int(pid))
-    return False
+def _process_gone(run: TrainingRun) -> bool:
+    """Its worker was on this host and its process is no longer there: it is gone before it goes stale."""
+    if not _on_this_host(run):
+        return False
+    pid = run.worker.rsplit(":", 1)[1]
+    return pid.isdigit() and not psutil.pid_exists(int(pid))
 
 
 def fail_lost_runs(runs: Any = None) -> list[int]:
-    """Running rows whose worker is gone (stale heartbeat, or a dead process on this host) become
+    """Running rows whose worker is gone (beats stopped, or a dead process on this host) become
     failed, and resumable from their last checkpoint; their trainer, if still here, is stopped.
-    Called on page loads, at job start and while a command waits: never "running" forever."""
-    now = timezone.now()
+    Called by the sweep, on page loads, at job start and while a command waits: never "running" forever."""
     candidates = (runs if runs is not None else TrainingRun.objects).filter(status=RunStatus.RUNNING)
+    stale = set(candidates.filter(states.stale(STALE_AFTER.total_seconds())).values_list("pk", flat=True))
     failed: list[int] = []
-    for run in candidates.only("pk", "worker", "heartbeat_at", "pgid", "status"):
-        if _worker_gone(run, now):
-            failed.append(run.pk)
-            mark_lost(run, f"worker {run.worker or '?'} stopped answering")
+    for run in candidates.only("pk", "worker", "heartbeat_at", "pgid", "status", "attempt"):
+        if run.pk in stale or _process_gone(run):
+            if mark_lost(run, f"worker {run.worker or '?'} stopped answering"):
+                failed.append(run.pk)
     return failed
 
 
-def mark_lost(run: TrainingRun, why: str) -> None:
+def mark_lost(run: TrainingRun, why: str) -> bool:
+    """The run's attempt is over: failed, and resumable when it left a checkpoint. False when it had moved on."""
     with transaction.atomic():
         locked = TrainingRun.objects.select_for_update().get(pk=run.pk)
-        if locked.status != RunStatus.RUNNING:
-            return
         resumable = locked.checkpoints.exists()
-        locked.status = RunStatus.FAILED
-        locked.error = f"{why}; " + (
-            "resumable from its last checkpoint" if resumable else "no checkpoint to resume from"
-        )
-        locked.finished_at = timezone.now()
-        locked.save(update_fields=["status", "error", "finished_at"])
+        error = f"{why}; " + ("resumable from its last checkpoint" if resumable else "no checkpoint to resume from")
+        # Fenced by the attempt that was seen lost: one that claimed the row since is left alone.
+        lease = states.Lease(TrainingRun, run.pk, run.attempt)
+        if not states.end(lease, states.FAILED, locked, error=error, finished_at=timezone.now()):
+            return False
         publish_status(locked)
     _stop_local_group(locked, grace=2.0)
     logger.warning("training run %s failed: %s", run.pk, locked.error)
+    return True
+
+
+def lost_training_runs(context: SweepContext) -> int:
+    """The sweep's part: runs whose worker is gone are failed (resumable); queued runs whose job the
+    broker lost are sent again (a job that finds its run no longer queued does nothing)."""
+    from training.jobs import run_training_job
+
+    redone = len(fail_lost_runs())
+    held = context.broker.job_args(run_training_job.name)
+    if held is not None:
+        queued = {args[0] for args in held if args}
+        cutoff = timezone.now() - timedelta(seconds=context.lost_after)
+        for pk in TrainingRun.objects.filter(status=RunStatus.QUEUED, created_at__lt=cutoff).values_list(
+            "pk", flat=True
+        ):
+            if pk not in queued:
+                enqueue_run(pk)
+                redone += 1
+    return redone

@@ -96,6 +96,7 @@ class TrajectoryDetailSerializer(TrajectorySerializer):
             "steps after 0",
             value={
                 "status": "finished",
+                "attempt": 1,
                 "step_count": 7,
                 "termination": "submitted",
                 "error": "",
@@ -111,6 +112,7 @@ class StepPageSerializer(serializers.Serializer[dict[str, Any]]):
     """The trajectory's header (so a live client repaints it) and a page of its steps."""
 
     status = serializers.ChoiceField(choices=choices(TrajectoryStatus))
+    attempt = serializers.IntegerField(help_text="the attempt the steps belong to; a new one starts over")
     step_count = serializers.IntegerField()
     termination = serializers.CharField()
     error = serializers.CharField()
@@ -165,6 +167,7 @@ class TrajectoryViewSet(viewsets.ReadOnlyModelViewSet[Trajectory]):
         # The header and provenance come along, so a live page that reconnects repaints them too.
         head = {
             "status": trajectory.status,
+            "attempt": trajectory.attempt,
             "step_count": trajectory.step_count,
             "termination": trajectory.termination,
             "error": trajectory.error if trajectory.status != Trajectory.Status.CANCELLED else "",

@@ -29,7 +29,7 @@ from trajectories.batches import (
     resume_batch,
 )
 from trajectories.events import BatchRow, BatchState, batch_live_group
-from trajectories.models import RolloutBatch
+from trajectories.models import RolloutBatch, Trajectory
 from trajectories.progress import batch_counts, batch_metrics, distinct_errors, error_line
 
 
@@ -123,6 +123,7 @@ def batch_detail(request: HttpRequest, batch_id: int) -> HttpResponse:
             "metrics": batch_metrics(batch),
             "errors": distinct_errors(batch),
             "live_group": batch_live_group(batch.pk),
+            "unscored": batch.trajectories.filter(status=Trajectory.Status.FINISHED, scored_at=None).count(),
         },
     )
 

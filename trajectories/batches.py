@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -31,11 +32,11 @@ from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLI
 from tasks.models import TaskSuite
 from trajectories.events import BatchStatusEvent, batch_live_group
 from trajectories.jobs import run_trajectory_job
-from trajectories.models import RolloutBatch, Trajectory
+from trajectories.models import RolloutBatch, Step, Trajectory
 from trajectories.policies.base import PolicyError
 from trajectories.policies.openai import check_server
 from trajectories.policies.registry import policy_registry
-from trajectories.progress import stale_running
+from trajectories.progress import stale_after, stale_running
 
 logger = logging.getLogger(__name__)
 
@@ -139,6 +140,8 @@ def start_batch(
         seed=seed,
         max_new_tokens=max_new_tokens,
         created_by=user if getattr(user, "pk", None) else None,
+        # Not enqueued: whoever created it (the `rollout` command) runs its rows itself.
+        driver=RolloutBatch.Driver.WORKERS if enqueue else RolloutBatch.Driver.COMMAND,
     )
     now = timezone.now()
     Trajectory.objects.bulk_create(
@@ -194,39 +197,49 @@ def default_model(policy_kind: str) -> str:
     return ""
 
 
-def pending(batch: RolloutBatch, stale_after: float | None = None) -> list[Trajectory]:
-    """Trajectories still to run: queued, failed, cancelled, or running with a dead heartbeat.
+def pending(batch: RolloutBatch) -> list[Trajectory]:
+    """Trajectories still to run: queued, failed, cancelled, or running with stopped beats.
 
     Nothing of a cancelled batch is pending: it stays cancelled until a person resumes it.
     """
     if batch.status == RolloutBatch.Status.CANCELLED:
         return []
     waiting = Q(status__in=[Trajectory.Status.QUEUED, Trajectory.Status.FAILED, Trajectory.Status.CANCELLED])
-    if stale_after is not None:
-        waiting |= stale_running(stale_after)
-    return list(batch.trajectories.filter(waiting).order_by("id"))
+    return list(batch.trajectories.filter(waiting | stale_running()).order_by("id"))
 
 
-def enqueue_missing(batch: RolloutBatch, stale_after: float | None = None) -> int:
-    todo = pending(batch, stale_after)
+def enqueue_missing(batch: RolloutBatch) -> int:
+    todo = pending(batch)
     for trajectory in todo:
-        run_trajectory_job.delay(trajectory.pk, stale_after)
+        run_trajectory_job.delay(trajectory.pk)
     logger.info("batch %s: %d trajectories enqueued", batch.pk, len(todo))
     return len(todo)
 
 
-def requeue_lost_rollouts() -> int:
-    """Enqueue again the queued rollouts of unfinished batches: after a Redis restart lost the queue.
-
-    Called by a worker that reconnected to an empty `rollouts` queue (webapp.celery). Another
-    worker doing the same at the same moment costs a claim each, never a second run.
-    """
-    waiting = Trajectory.objects.filter(
-        status=Trajectory.Status.QUEUED,
-        batch__status__in=[RolloutBatch.Status.QUEUED, RolloutBatch.Status.RUNNING],
+def worker_batches() -> Q:
+    """Unfinished batches whose rollouts run on the workers (a `rollout` command runs its own queued rows)."""
+    return Q(batch__status__in=[RolloutBatch.Status.QUEUED, RolloutBatch.Status.RUNNING]) & Q(
+        batch__driver=RolloutBatch.Driver.WORKERS
     )
+
+
+def requeue_lost_rollouts(in_broker: set[int] | None = None, older_than: float = 0.0) -> int:
+    """Enqueue again the queued rollouts of unfinished batches that the broker lost (a Redis restart).
+
+    `in_broker` are the trajectory rows whose job the broker holds (queued or delivered and not
+    yet acknowledged); None when that is unknown (a worker that reconnected to an empty queue
+    knows it holds none). Rows queued less than `older_than` seconds ago may still be on their
+    way in. A message sent twice (two sweeps at once, one prefetched elsewhere) costs a claim,
+    never a second run (trajectories.progress.claim).
+    """
+    waiting = Trajectory.objects.filter(worker_batches(), status=Trajectory.Status.QUEUED)
+    if older_than:
+        cutoff = timezone.now() - timedelta(seconds=older_than)
+        waiting = waiting.filter(Q(heartbeat_at=None) | Q(heartbeat_at__lt=cutoff), created_at__lt=cutoff)
     count = 0
     for pk in waiting.order_by("id").values_list("pk", flat=True).iterator():
+        if in_broker is not None and pk in in_broker:
+            continue
         run_trajectory_job.delay(pk)
         count += 1
     if count:
@@ -234,46 +247,51 @@ def requeue_lost_rollouts() -> int:
     return count
 
 
-def requeue_dead_rollouts(stale_after: float) -> int:
-    """Put back in the queue the rollouts whose worker died mid-run: running, no heartbeat for `stale_after` s.
+def requeue_dead_rollouts() -> int:
+    """Put back in the queue the rollouts whose attempt stopped beating (its worker died or was stopped).
 
     A worker killed outright (SIGKILL, the OOM killer, a lost host) leaves its trajectory running
     and its message unacknowledged in Redis for the broker's visibility timeout (an hour), and a
     redelivered message cannot take a running row: without this the batch never ends. The row
-    goes back to queued, so the batch cannot close meanwhile and the normal claim takes it. The
-    conditional UPDATE is the lock: of two workers checking at once, one moves and enqueues a row.
+    goes back to queued, so the batch cannot close meanwhile, and the normal claim takes it
+    (core.states.take_back: of two sweeps one moves it; an attempt that beat meanwhile keeps it).
+    A stopped `rollout` command's row is taken over the same way, by the workers.
     """
-    dead = Trajectory.objects.filter(
-        stale_running(stale_after), batch__status__in=[RolloutBatch.Status.QUEUED, RolloutBatch.Status.RUNNING]
-    )
-    count = 0
-    for pk in list(dead.values_list("pk", flat=True)):
-        # Outside the usual moves (running -> queued), like claim's running -> running: the worker is gone.
-        if Trajectory.objects.filter(Q(pk=pk) & stale_running(stale_after)).update(status=Trajectory.Status.QUEUED):
-            run_trajectory_job.delay(pk)
-            count += 1
-    if count:
-        logger.warning("%d rollouts had no heartbeat for %g s (their worker died); enqueued again", count, stale_after)
-    return count
+    unfinished = Trajectory.objects.filter(batch__status__in=[RolloutBatch.Status.QUEUED, RolloutBatch.Status.RUNNING])
+    moved = states.take_back(unfinished, stale_after())
+    # The dead attempt's steps go now, not at the next claim: a page reads "queued, 0 steps", not
+    # "queued, 3 steps" of an attempt that will never finish. It is fenced out already.
+    # Only while still queued: a claim that got there first (a redelivered job) drops them itself.
+    Step.objects.filter(trajectory_id__in=moved, trajectory__status=Trajectory.Status.QUEUED).delete()
+    Trajectory.objects.filter(pk__in=moved, status=Trajectory.Status.QUEUED).update(step_count=0)
+    for pk in moved:
+        run_trajectory_job.delay(pk)
+    if moved:
+        logger.warning(
+            "%d rollouts had no heartbeat for %g s (their worker died); enqueued again", len(moved), stale_after()
+        )
+    return len(moved)
 
 
-def resume_batch(batch: RolloutBatch, stale_after: float = 120.0, user: Any = None) -> int:
+def resume_batch(batch: RolloutBatch, user: Any = None) -> int:
     """Re-run only what is missing; a trajectory already finished is never run twice.
 
     A person's resume is the one way out of cancelled (core.states.reopen). A batch with
     nothing left to run keeps the state it has.
     """
     with transaction.atomic():
-        todo = Q(status__in=states.REOPENABLE) | stale_running(stale_after) | Q(status=Trajectory.Status.QUEUED)
+        todo = Q(status__in=states.REOPENABLE) | stale_running() | Q(status=Trajectory.Status.QUEUED)
         if not batch.trajectories.filter(todo).exists():
             return 0
         states.reopen(batch.trajectories.all())
         RolloutBatch.objects.filter(pk=batch.pk).exclude(status=RolloutBatch.Status.QUEUED).update(
             status=RolloutBatch.Status.QUEUED, finished_at=None
         )
+        # Resumed from a page or the API, it runs on the workers, whoever started it.
+        RolloutBatch.objects.filter(pk=batch.pk).update(driver=RolloutBatch.Driver.WORKERS)
         record(user, AuditAction.RESUME, batch, kind="batch")
-    batch.refresh_from_db(fields=["status", "finished_at"])
-    return enqueue_missing(batch, stale_after)
+    batch.refresh_from_db(fields=["status", "finished_at", "driver"])
+    return enqueue_missing(batch)
 
 
 def cancel_batch(batch: RolloutBatch, user: Any = None) -> bool:

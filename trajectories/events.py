@@ -38,7 +38,15 @@ class StepsEvent(TypedDict):
     """On a trajectory's group: steps just recorded, in order."""
 
     kind: Literal["steps"]
+    attempt: int  # a page showing a later attempt drops these; an earlier one starts over
     steps: list[LiveStep]
+
+
+class AttemptEvent(TypedDict):
+    """On a trajectory's group: a new attempt took the rollout over; the steps shown so far are gone."""
+
+    kind: Literal["attempt"]
+    attempt: int
 
 
 class FinishedEvent(TypedDict):
@@ -62,6 +70,7 @@ class BatchStepEvent(TypedDict):
     kind: Literal["step"]
     trajectory_id: str
     step: int
+    attempt: int
 
 
 class BatchTrajectoryEvent(BatchCounts):

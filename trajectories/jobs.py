@@ -48,17 +48,17 @@ def import_trajectories_job(path: str, allow_unknown_tasks: bool = False) -> dic
 
 
 @shared_task(queue=JobQueue.ROLLOUTS, time_limit=6 * 3600, acks_late=True, reject_on_worker_lost=True)
-def run_trajectory_job(trajectory_pk: int, stale_after: float | None = None) -> dict[str, object]:
+def run_trajectory_job(trajectory_pk: int) -> dict[str, object]:
     """One rollout. Safe to deliver twice: only the worker that claims the row runs it."""
     started = time.monotonic()
     logger.info("rollout of trajectory row %s started", trajectory_pk)
     try:
-        trajectory = run_trajectory(trajectory_pk, stale_after)
+        trajectory = run_trajectory(trajectory_pk)
     except Exception:
         logger.exception("rollout of trajectory row %s failed after %.1f s", trajectory_pk, time.monotonic() - started)
         raise
     if trajectory is None:
-        logger.info("trajectory row %s was not ours to run (claimed elsewhere or done)", trajectory_pk)
+        logger.info("trajectory row %s was not ours to run (held by another attempt, or done)", trajectory_pk)
         return {"trajectory": trajectory_pk, "ran": False}
     logger.info(
         "rollout %s finished in %.1f s: %s, %s after %d steps",

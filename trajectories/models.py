@@ -112,10 +112,18 @@ class Step(models.Model):
         return f"{self.trajectory_id}#{self.step}"
 
 
+class BatchDriver(models.TextChoices):
+    """Who runs a batch's queued rollouts."""
+
+    WORKERS = "workers"  # each a job on the `rollouts` queue
+    COMMAND = "command"  # the `rollout` or `evaluate` command, in its own process, one after another
+
+
 class RolloutBatch(models.Model):
     """A suite x samples per task x policy settings; each trajectory is a job on `rollouts`."""
 
     Status = RunStatus
+    Driver = BatchDriver
 
     suite = models.ForeignKey(TaskSuite, on_delete=models.PROTECT, related_name="batches")
     policy_kind = models.CharField(max_length=16)  # core.vocabulary.PolicyKind
@@ -129,6 +137,9 @@ class RolloutBatch(models.Model):
     sandbox = models.CharField(max_length=16, default=DEFAULT_BACKEND)
     seed = models.IntegerField(default=0)
     status = models.CharField(max_length=16, choices=choices(RunStatus), default=Status.QUEUED)
+    # The workers re-enqueue what the broker lost only for their own batches; a command's queued
+    # rows were never in the broker. A row whose attempt stopped beating is taken over either way.
+    driver = models.CharField(max_length=16, choices=BatchDriver.choices, default=BatchDriver.WORKERS)
     created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
-from django.db.models import Avg, Count, F, Max, Min, Q
+from django.db.models import Avg, Count, Max, Min, Q
 from django.utils import timezone
 
 from core import states
@@ -26,34 +26,39 @@ class BatchMetrics(BatchCounts):
     resolved: int
 
 
-def stale_running(stale_after: float) -> Q:
-    """Running trajectories whose worker stopped beating: it died, so the row is free again."""
-    cutoff = timezone.now() - timedelta(seconds=stale_after)
-    return Q(status=Trajectory.Status.RUNNING) & (Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at=None))
+def stale_after() -> float:
+    """How long a running rollout may go without a beat before it counts as its worker's death."""
+    return float(settings.CRUCIBLE_ROLLOUT_STALE_S)
 
 
-def claim(trajectory_pk: int, stale_after: float | None = None) -> bool:
-    """Take a trajectory for this worker; False when another worker has it or it is done.
+def stale_running() -> Q:
+    """Running trajectories whose attempt stopped beating: its worker died or was stopped."""
+    return states.stale(stale_after())
 
-    A single UPDATE ... WHERE is the lock: two workers given the same trajectory (a
-    redelivered message, a resume) cannot both win. Nothing of a cancelled batch is
-    claimed, so a job that wakes up after the cancel runs nothing.
+
+def claim(trajectory_pk: int) -> states.Lease | None:
+    """Take a trajectory for a new attempt; None when another attempt holds it (it still beats) or it is done.
+
+    Whoever asks (a worker, the `rollout` command, a resume) takes only rows that are waiting or
+    whose attempt stopped beating (core.states.claim). Nothing of a cancelled batch is claimed,
+    so a job that wakes up after the cancel runs nothing.
     """
-    claimable = Q(status__in=states.sources(states.RUNNING))
-    if stale_after is not None:
-        # A dead worker's row: running -> running under a new attempt, outside the usual moves.
-        claimable |= stale_running(stale_after)
-    # Cancelled by a cancel that a resume has since undone (the resume reopened the batch).
-    claimable |= Q(status=Trajectory.Status.CANCELLED)
-    claimable &= ~Q(batch__status=RolloutBatch.Status.CANCELLED)
-    won = Trajectory.objects.filter(Q(pk=trajectory_pk) & claimable).update(
-        status=Trajectory.Status.RUNNING, heartbeat_at=timezone.now(), attempt=F("attempt") + 1
+    return states.claim(
+        Trajectory,
+        trajectory_pk,
+        stale_after=stale_after(),
+        # Cancelled by a cancel that a resume has since undone (the resume reopened the batch).
+        also_from=[states.CANCELLED],
+        where=~Q(batch__status=RolloutBatch.Status.CANCELLED),
+        on_claim=_start_clean,
     )
-    if won:
-        # Steps of an attempt that died half-way are dropped: the new attempt starts clean.
-        Step.objects.filter(trajectory_id=trajectory_pk).delete()
-        Trajectory.objects.filter(pk=trajectory_pk).update(step_count=0, error="")
-    return bool(won)
+
+
+def _start_clean(lease: states.Lease) -> None:
+    # Steps of an attempt that died half-way are dropped, in the claim's transaction: the new
+    # attempt starts clean, and the old one's next write finds itself superseded.
+    Step.objects.filter(trajectory_id=lease.pk).delete()
+    Trajectory.objects.filter(pk=lease.pk).update(step_count=0, error="")
 
 
 def mark_batch_running(batch: RolloutBatch) -> None:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from django.db import transaction
-from django.utils import timezone
-
+from core import states
 from core.live import publish_on_commit
 from trajectories.bulk import insert_steps, step_row
 from trajectories.events import BatchStepEvent, LiveStep, StepsEvent, batch_live_group, live_step, trajectory_live_group
@@ -18,10 +16,16 @@ LIVE_FLUSH_S = 0.05  # steps from fast policies go out together, at most this of
 
 
 class DBRecorder:
-    """Each step committed on its own, then sent live; a crash loses at most one step."""
+    """Each step committed on its own, then sent live; a crash loses at most one step.
 
-    def __init__(self, trajectory: Trajectory) -> None:
+    Every write is fenced by the attempt's lease (core.states.write): an attempt that was
+    superseded gets Superseded at its next step, and neither that step nor anything it still
+    had to send live goes anywhere.
+    """
+
+    def __init__(self, trajectory: Trajectory, lease: states.Lease) -> None:
         self.trajectory = trajectory
+        self.lease = lease
         self.group = trajectory_live_group(trajectory.trajectory_id)
         self.buffer: list[LiveStep] = []
         self.last_flush = 0.0
@@ -46,11 +50,13 @@ class DBRecorder:
             "reward_breakdown": {},
             "extra": extra,
         }
-        with transaction.atomic():
-            insert_steps([step_row(self.trajectory.pk, row)])
-            Trajectory.objects.filter(pk=self.trajectory.pk).update(
-                step_count=record["step"], heartbeat_at=timezone.now()
+        try:
+            states.write(
+                self.lease, lambda: insert_steps([step_row(self.trajectory.pk, row)]), step_count=record["step"]
             )
+        except states.Superseded:
+            self.buffer = []
+            raise
         self.buffer.append(live_step(row))
         if time.monotonic() - self.last_flush >= LIVE_FLUSH_S:
             self.flush()
@@ -59,13 +65,14 @@ class DBRecorder:
         if self.buffer:
             steps, self.buffer = self.buffer, []
             # Outside a transaction (a worker) this sends at once; inside one, after it.
-            event: StepsEvent = {"kind": "steps", "steps": steps}
+            event: StepsEvent = {"kind": "steps", "attempt": self.lease.attempt, "steps": steps}
             publish_on_commit(self.group, event)
             if self.trajectory.batch_id:
                 progress: BatchStepEvent = {
                     "kind": "step",
                     "trajectory_id": str(self.trajectory.trajectory_id),
                     "step": steps[-1]["step"],
+                    "attempt": self.lease.attempt,
                 }
                 publish_on_commit(batch_live_group(self.trajectory.batch_id), progress)
         self.last_flush = time.monotonic()

@@ -7,11 +7,9 @@ import os
 import signal
 import threading
 import traceback
-from types import TracebackType
 from typing import Any
 
-from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from core import states
@@ -22,11 +20,11 @@ from tasks.models import Task
 from tasks.services import TaskStoreError, task_spec_for
 from tasks.spec import task_environment
 from trajectories.agent import AgentTask, Episode, prompt, run_episode
-from trajectories.events import FinishedEvent, trajectory_live_group
+from trajectories.events import AttemptEvent, FinishedEvent, trajectory_live_group
 from trajectories.models import RolloutBatch, Step, Trajectory, duplicate_rate
 from trajectories.policies.base import Policy, PolicyError
 from trajectories.policies.registry import PolicySettings, policy_registry
-from trajectories.progress import batch_cancelled, claim, mark_batch_running, record_trajectory_end
+from trajectories.progress import batch_cancelled, claim, mark_batch_running, record_trajectory_end, stale_after
 from trajectories.recorder import DBRecorder
 from trajectories.signals import trajectory_finished
 
@@ -71,93 +69,100 @@ def build_policy(batch: RolloutBatch, task: Task, spec: AgentTask, seed: int) ->
     )
 
 
-def run_trajectory(trajectory_pk: int, stale_after: float | None = None) -> Trajectory | None:
-    """Run one claimed rollout to its end and record it; None if it was not ours to run."""
-    if not claim(trajectory_pk, stale_after):
+def run_trajectory(trajectory_pk: int) -> Trajectory | None:
+    """Run one claimed rollout to its end and record it; None if it was not ours to run.
+
+    None too when the attempt was superseded half-way (it stopped beating for longer than the
+    stale window, and another worker took the rollout over): it stops its policy and sandbox
+    and writes nothing more; the other attempt's record is the rollout's.
+    """
+    lease = claim(trajectory_pk)
+    if lease is None:
         return None
     trajectory = Trajectory.objects.select_related("batch", "task").get(pk=trajectory_pk)
     batch, task = trajectory.batch, trajectory.task
     assert batch is not None and task is not None
+    if lease.attempt > 1:
+        # A page still showing the last attempt's steps starts over (static/js/trajectory.js).
+        event: AttemptEvent = {"kind": "attempt", "attempt": lease.attempt}
+        publish_on_commit(trajectory_live_group(trajectory.trajectory_id), event)
     mark_batch_running(batch)
     seed = batch.seed * 1000 + (trajectory.sample_index or 0)
     try:
         spec = agent_task(task, batch.max_steps)
     except TaskStoreError as exc:
-        return fail(trajectory, str(exc), exc)
+        return fail(trajectory, lease, str(exc), exc)
     try:
         policy = build_policy(batch, task, spec, seed)
     except (PolicyError, OSError) as exc:
-        return fail(trajectory, f"the policy could not start: {exc}", exc)
-    recorder = DBRecorder(trajectory)
-    with CancelWatch(trajectory) as watch:
+        return fail(trajectory, lease, f"the policy could not start: {exc}", exc)
+    recorder = DBRecorder(trajectory, lease)
+    with AttemptWatch(trajectory, lease) as watch:
         # The policy may stop a generation half-way when it sees this set (the hf policy's stopping criteria).
         policy.stop_event = watch.stopped
         try:
             episode = run_episode(spec, policy, recorder, batch.sandbox, should_stop=watch.should_stop)
+            watch.heartbeat.check()
+        except states.Superseded:
+            logger.warning(
+                "trajectory %s: attempt %d was superseded (another worker took it over); it stops, writing nothing",
+                trajectory.trajectory_id,
+                lease.attempt,
+            )
+            return None
         except SandboxError as exc:
-            return fail(trajectory, f"the sandbox could not start: {exc}", exc)
+            return fail(trajectory, lease, f"the sandbox could not start: {exc}", exc)
         finally:
             policy.close()
-            recorder.flush()
-    return finish(trajectory, episode, policy.describe(), spec)
+            if not watch.heartbeat.lost.is_set():
+                recorder.flush()
+    return finish(trajectory, lease, episode, policy.describe(), spec)
 
 
-class CancelWatch:
-    """Watches a running trajectory's batch from a thread: on cancel, stops what runs now.
+class AttemptWatch:
+    """Keeps a running attempt's lease alive and stops what it runs when it must stop.
 
-    The agent loop only looks for a cancel between steps, and one step can take minutes (a
-    model generation, a test run). So the watch sets `stopped` (which a policy's generation
+    The agent loop looks for a stop only between steps, and one step can take minutes (a model
+    generation, a test run, a slow server). So a thread beats the lease on the wall clock
+    (core.states.Heartbeat) whatever the step is doing, and watches for the batch's cancel. On a
+    cancel, or when the lease turns out to be lost (this attempt was stopped for longer than the
+    stale window and another worker took over), it sets `stopped` (which a policy's generation
     observes) and kills the process groups of the sandbox commands this process is running,
-    again at each poll, since the loop may start one more before it sees the stop. It also
-    beats the trajectory's heartbeat, so a long step does not look like a dead worker.
+    again at each poll, since the loop may start one more before it sees the stop.
     """
 
-    def __init__(self, trajectory: Trajectory) -> None:
+    def __init__(self, trajectory: Trajectory, lease: states.Lease) -> None:
         assert trajectory.batch_id is not None
         self.trajectory = trajectory
         self.batch_pk = trajectory.batch_id
         self.stopped = threading.Event()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name=f"cancel-watch-{trajectory.pk}", daemon=True)
+        self.heartbeat = states.Heartbeat(
+            lease, stale_after() / 4, on_lost=self._stop, poll=self._poll, poll_every=CANCEL_POLL_S
+        )
 
     def should_stop(self) -> bool:
+        # A lost lease ends the loop through the recorder's next fenced write; a cancel as an episode.
+        self.heartbeat.check()
         if not self.stopped.is_set() and batch_cancelled(self.batch_pk):
             self.stopped.set()
         return self.stopped.is_set()
 
-    def __enter__(self) -> CancelWatch:
-        self._thread.start()
+    def __enter__(self) -> AttemptWatch:
+        self.heartbeat.__enter__()
         return self
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._done.set()
-        self._thread.join()
+    def __exit__(self, *exc: object) -> None:
+        self.heartbeat.__exit__()
 
-    def _watch(self) -> None:
-        # Three beats within the stale window while a long step (a slow generation, a long test
-        # run) runs, so that neither a resume nor a worker's check takes it for a dead worker's.
-        beat_every = settings.CRUCIBLE_ROLLOUT_STALE_S / 3
-        beat_due = beat_every
-        waited = 0.0
-        try:
-            while not self._done.wait(CANCEL_POLL_S):
-                waited += CANCEL_POLL_S
-                if self.stopped.is_set() or batch_cancelled(self.batch_pk):
-                    if not self.stopped.is_set():
-                        logger.info("trajectory %s: batch cancelled, stopping it", self.trajectory.trajectory_id)
-                    self.stopped.set()
-                    kill_sandbox_commands()
-                elif waited >= beat_due:
-                    beat_due += beat_every
-                    Trajectory.objects.filter(
-                        pk=self.trajectory.pk, status=Trajectory.Status.RUNNING, attempt=self.trajectory.attempt
-                    ).update(heartbeat_at=timezone.now())
-        except Exception:  # noqa: BLE001 - a watch that fails must not take the rollout down with it
-            logger.exception("trajectory %s: cancel watch failed", self.trajectory.trajectory_id)
-        finally:
-            connection.close()  # this thread's own connection
+    def _poll(self) -> None:
+        if self.stopped.is_set() or batch_cancelled(self.batch_pk):
+            if not self.stopped.is_set():
+                logger.info("trajectory %s: batch cancelled, stopping it", self.trajectory.trajectory_id)
+            self._stop()
+
+    def _stop(self) -> None:
+        self.stopped.set()
+        kill_sandbox_commands()
 
 
 def kill_sandbox_commands() -> int:
@@ -193,19 +198,23 @@ def kill_sandbox_commands() -> int:
     return killed
 
 
-def fail(trajectory: Trajectory, error: str, exc: BaseException | None = None) -> Trajectory:
+def fail(trajectory: Trajectory, lease: states.Lease, error: str, exc: BaseException | None = None) -> Trajectory:
     """Record why a rollout could not run: the error's line, then the log tail that says where."""
     logger.warning("trajectory %s failed before its episode ran: %s", trajectory.trajectory_id, error)
     if exc is not None:
         tail = "".join(traceback.format_exception(exc))[-LOG_TAIL_CHARS:]
         error = f"{error}\n\nlog tail:\n{tail}"
-    states.transition(trajectory, states.FAILED, only_from=[states.RUNNING], error=error[:ERROR_MAX])
+    if not states.end(lease, states.FAILED, trajectory, error=error[:ERROR_MAX]):
+        logger.warning("trajectory %s: its failure was not recorded; the row moved on", trajectory.trajectory_id)
+        return trajectory
     trajectory.refresh_from_db()
     record_trajectory_end(trajectory)
     return trajectory
 
 
-def finish(trajectory: Trajectory, episode: Episode, provenance: dict[str, Any], spec: AgentTask) -> Trajectory:
+def finish(
+    trajectory: Trajectory, lease: states.Lease, episode: Episode, provenance: dict[str, Any], spec: AgentTask
+) -> Trajectory:
     status = Trajectory.Status.FINISHED
     if episode.cancelled:
         status = Trajectory.Status.CANCELLED
@@ -213,36 +222,37 @@ def finish(trajectory: Trajectory, episode: Episode, provenance: dict[str, Any],
         # The policy or the sandbox broke (a model server away, a backend missing): not an
         # outcome of the agent's to score or train on, but a failure to show and to re-run.
         status = Trajectory.Status.FAILED
-    with transaction.atomic():
-        fields: dict[str, Any] = {
-            "termination": episode.termination,
-            "patch": episode.patch,
-            "policy": provenance,
-            "policy_kind": str(provenance.get("kind", ""))[:32],
-            "policy_model": str(provenance.get("model", ""))[:300],
-            "sandbox": {**episode.sandbox, "sandbox_ms": episode.sandbox_ms, "policy_ms": episode.policy_ms},
-            "prompt": "\n\n".join(m.content for m in prompt(spec)),
-            "error": episode.error,
-            "step_count": episode.steps,
-            "duplicate_rate": duplicate_rate(
-                list(
-                    Step.objects.filter(trajectory=trajectory)
-                    .order_by("step")
-                    .values_list("action_type", "action_input")
-                )
-            ),
-        }
-        # Only the attempt that claimed the row writes its end: a worker whose row was taken
-        # over (it looked dead) leaves the new attempt's record alone.
-        if not states.transition(
-            trajectory, status, only_from=[states.RUNNING], match={"attempt": trajectory.attempt}, **fields
-        ):
-            logger.warning("trajectory %s: its end was not recorded; the row moved on", trajectory.trajectory_id)
-            return trajectory
-        if status == Trajectory.Status.FINISHED:
-            # Rollouts never score inline: the reward service listens for this and takes it from here.
-            trajectory_finished.send(sender=Trajectory, trajectory=trajectory)
-        event: FinishedEvent = {"kind": "finished", "status": status, "termination": episode.termination}
-        publish_on_commit(trajectory_live_group(trajectory.trajectory_id), event)
+    fields: dict[str, Any] = {
+        "termination": episode.termination,
+        "patch": episode.patch,
+        "policy": provenance,
+        "policy_kind": str(provenance.get("kind", ""))[:32],
+        "policy_model": str(provenance.get("model", ""))[:300],
+        "sandbox": {**episode.sandbox, "sandbox_ms": episode.sandbox_ms, "policy_ms": episode.policy_ms},
+        "prompt": "\n\n".join(m.content for m in prompt(spec)),
+        "error": episode.error,
+        "step_count": episode.steps,
+        "duplicate_rate": duplicate_rate(
+            list(Step.objects.filter(trajectory=trajectory).order_by("step").values_list("action_type", "action_input"))
+        ),
+        "heartbeat_at": timezone.now(),
+    }
+
+    def record_end() -> bool:
+        with transaction.atomic():
+            # Only the attempt that claimed the row writes its end: a worker whose row was taken
+            # over (it looked dead) leaves the new attempt's record alone.
+            if not states.end(lease, status, trajectory, **fields):
+                return False
+            if status == Trajectory.Status.FINISHED:
+                # Rollouts never score inline: the reward service listens for this and takes it from here.
+                trajectory_finished.send(sender=Trajectory, trajectory=trajectory)
+            event: FinishedEvent = {"kind": "finished", "status": status, "termination": episode.termination}
+            publish_on_commit(trajectory_live_group(trajectory.trajectory_id), event)
+            return True
+
+    if not states.retry_locked(record_end):
+        logger.warning("trajectory %s: its end was not recorded; the row moved on", trajectory.trajectory_id)
+        return trajectory
     record_trajectory_end(trajectory)
     return trajectory

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from core.env import envbool, envchoice, envint, envlist, envstr, secret_file
+from core.env import envbool, envchoice, envfloat, envint, envlist, envstr, instance_name, secret_file
 from core.redaction import DEFAULT_HOST_SUFFIXES
 from core.vocabulary import DEFAULT_BACKEND, BackendName, values
 
@@ -136,7 +136,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the web server read while a worker writes; IMMEDIATE avoids the
     # "database is locked" upgrade deadlock between two writers.
     DATABASES["default"]["OPTIONS"] = {
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000;",
+        # A writer waits this long for the lock (a loaded machine stretches every transaction);
+        # core.states retries a lease's writes beyond it.
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=30000;",
         "transaction_mode": "IMMEDIATE",
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -165,6 +167,11 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = envbool("WHITENOISE_USE_FINDERS", True)
 
 REDIS_URL = envstr("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Everything this deployment keeps in Redis (Celery's queues and results, live groups, the sweep's
+# lock) is named under this, so two checkouts on one Redis never run each other's jobs or see
+# each other's events (core.env.instance_name).
+CRUCIBLE_INSTANCE = instance_name(envstr("CRUCIBLE_INSTANCE", ""), dict(DATABASES["default"]))
+REDIS_KEY_PREFIX = f"{CRUCIBLE_INSTANCE}:"
 
 CHANNEL_LAYERS = {
     "default": {
@@ -174,7 +181,7 @@ CHANNEL_LAYERS = {
             # is a blocking read that may wait far longer on an idle page, and a timeout there
             # drops the client (redis/redis-py#4091). No read timeout, keepalive on instead.
             "hosts": [{"address": REDIS_URL, "socket_timeout": None, "socket_keepalive": True}],
-            "prefix": envstr("CHANNELS_PREFIX", "crucible"),
+            "prefix": f"{REDIS_KEY_PREFIX}live",
             # Events waiting for one socket's consumer; past this channels_redis drops them
             # silently. 100 (its default) was exceeded by 200 viewers of one batch on 2 cores.
             "capacity": envint("CRUCIBLE_CHANNEL_CAPACITY", 2000),
@@ -185,6 +192,8 @@ CHANNEL_LAYERS = {
 CELERY_BROKER_URL = envstr("CELERY_BROKER_URL", REDIS_URL)
 CELERY_RESULT_BACKEND = envstr("CELERY_RESULT_BACKEND", REDIS_URL)
 CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": REDIS_KEY_PREFIX}
+CELERY_RESULT_BACKEND_TRANSPORT_OPTIONS = {"global_keyprefix": REDIS_KEY_PREFIX}
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -248,9 +257,18 @@ SPECTACULAR_SETTINGS = {
 
 # Crucible's own limits.
 CRUCIBLE_MAX_JSONL_LINE_BYTES = envint("CRUCIBLE_MAX_JSONL_LINE_BYTES", 32 * 1024 * 1024)
-# A running rollout whose heartbeat is older than this is a dead worker's: a worker puts it back in
-# the queue (webapp.celery.RequeueLostRollouts). Rollouts beat three times within it.
+# A running rollout whose heartbeat is older than this is a dead (or stopped) worker's: the sweep
+# puts it back in the queue. A running attempt beats four times within it, from a thread, however
+# long its step takes (core.states.Heartbeat).
 CRUCIBLE_ROLLOUT_STALE_S = envint("CRUCIBLE_ROLLOUT_STALE_S", 60)
+# The same for the other rows a worker holds while it runs them (validation runs, scoring runs).
+CRUCIBLE_STALE_S = envint("CRUCIBLE_STALE_S", CRUCIBLE_ROLLOUT_STALE_S)
+# Lost work is looked for this often, by one worker of the deployment at a time (webapp.celery):
+# rollouts whose beats stopped, and work waiting longer than CRUCIBLE_LOST_AFTER_S that the broker
+# no longer holds (finished rollouts never scored, queued rollouts, stuck validation, evaluation,
+# training and scoring runs).
+CRUCIBLE_SWEEP_S = envfloat("CRUCIBLE_SWEEP_S", 20.0)
+CRUCIBLE_LOST_AFTER_S = envfloat("CRUCIBLE_LOST_AFTER_S", 120.0)
 CRUCIBLE_SANDBOX_BACKEND = envchoice("CRUCIBLE_SANDBOX_BACKEND", DEFAULT_BACKEND, tuple(values(BackendName)))
 # Object storage shared by every host (task trees, exports, checkpoints, archives): empty for
 # the local var/ only, or s3://bucket/prefix with AWS_* credentials (docs/deploy.md).

@@ -17,7 +17,9 @@ if "CRUCIBLE_TEST_REDIS" not in os.environ:
     parts = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     os.environ["CRUCIBLE_TEST_REDIS"] = urlunsplit(parts._replace(path="/13"))
 os.environ["REDIS_URL"] = os.environ["CRUCIBLE_TEST_REDIS"]
-os.environ.setdefault("CHANNELS_PREFIX", "crucible-test")
+# Its own instance name (queues, results and live groups under it), inherited by the workers and
+# servers a test starts, so nothing of a `make run` or another test session on this Redis reaches it.
+os.environ.setdefault("CRUCIBLE_INSTANCE", f"crucible-test-{os.getpid()}")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from webapp.settings import *  # noqa: E402,F403

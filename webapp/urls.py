@@ -11,7 +11,7 @@ from annotation.api_sets import ComparisonSetViewSet, JudgementViewSet, Preferen
 from core import api_errors
 from evaluation.api import EvalRunViewSet
 from evaluation.views import health
-from rewards.api import RewardViewSet
+from rewards.api import RewardViewSet, ScoringRunViewSet
 from tasks.api import SuiteViewSet, TaskViewSet
 from training.api import CheckpointViewSet, TrainingRunViewSet
 from training.api_sets import TrainingSetViewSet
@@ -25,6 +25,8 @@ router.include_format_suffixes = False  # `?format=json` is the one way; no `.js
 router.register("suites", SuiteViewSet, basename="suite")
 router.register("tasks", TaskViewSet, basename="task")
 router.register("trajectories", TrajectoryViewSet, basename="trajectory")
+# Before "rewards": its detail route would read "score" as a reward id.
+router.register("rewards/score", ScoringRunViewSet, basename="scoring-run")
 router.register("rewards", RewardViewSet, basename="reward")
 router.register("batches", BatchViewSet, basename="batch")
 router.register("comparison-sets", ComparisonSetViewSet, basename="comparison-set")

@@ -49,7 +49,9 @@ def split_claims_from_verified(apps: Any, schema_editor: Any) -> None:
 def claims_back_into_the_outcome(apps: Any, schema_editor: Any) -> None:
     Trajectory = apps.get_model("trajectories", "Trajectory")
     changed = []
-    for row in Trajectory.objects.filter(scored_at=None).iterator(chunk_size=BATCH):
+    # Only the fields it moves: the other apps' later migrations may be unapplied already.
+    rows = Trajectory.objects.filter(scored_at=None).only("pk", "claimed", "final_reward", "success", "flags")
+    for row in rows.iterator(chunk_size=BATCH):
         claim = row.claimed
         if not claim:
             continue

@@ -51,7 +51,7 @@ class Stack:
             {
                 "CRUCIBLE_VAR_DIR": str(self.tmp),
                 "REDIS_URL": f"redis://127.0.0.1:{self.redis_port}/0",
-                "CHANNELS_PREFIX": "crucible-load",
+                "CRUCIBLE_INSTANCE": "crucible-load",
                 "DJANGO_SETTINGS_MODULE": "webapp.settings",
                 "HF_HUB_OFFLINE": "1",
                 "LOG_LEVEL": "WARNING",

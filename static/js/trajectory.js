@@ -1,12 +1,27 @@
 // A running trajectory's steps arrive live. The page was rendered with the steps that
 // existed then; after subscribing it asks the API for anything newer, and from then on
-// events add steps. A step number already shown is never added twice.
+// events add steps. A step number already shown is never added twice. Steps belong to an
+// attempt: when a worker takes the rollout over (the last one stopped beating), its steps
+// replace what is shown, and a late event of the older attempt is dropped.
 (function () {
   "use strict";
   const list = document.getElementById("steps");
   if (!list || !window.CrucibleLive) return;
   const shown = new Set(Array.from(list.querySelectorAll("li.step")).map((li) => Number(li.id.replace("step-", ""))));
   const status = document.getElementById("trajectory-status");
+  let attempt = Number(list.dataset.attempt || 0);
+
+  // True when the event's attempt is the one shown (after starting over for a newer one).
+  function current(eventAttempt) {
+    if (eventAttempt === undefined || eventAttempt === null) return true;
+    if (eventAttempt < attempt) return false;
+    if (eventAttempt > attempt) {
+      attempt = eventAttempt;
+      list.querySelectorAll("li.step").forEach((li) => li.remove());
+      shown.clear();
+    }
+    return true;
+  }
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -53,6 +68,7 @@
     } catch (e) {
       return;  // offline: the next reconnect asks again
     }
+    if (!current(body.attempt)) return;
     body.steps.forEach(add);
     if (status && body.status) status.textContent = body.status;
     // The header and provenance too: a reconnect, a return to the tab, or the rollout's end
@@ -141,7 +157,10 @@
   window.CrucibleLive.subscribe(list.dataset.group, (event) => {
     if (event.kind === "subscribed") { catchUp(); resync(); }
     else if (event.kind === "resync") { catchUp(); resync(); }
-    else if (event.kind === "steps") {
+    else if (event.kind === "attempt") {
+      if (current(event.attempt)) catchUp();
+    } else if (event.kind === "steps") {
+      if (!current(event.attempt)) return;
       event.steps.forEach(add);
       if (shown.size) headerText("trajectory-steps", Math.max(...shown));
     } else if (event.kind === "finished") {

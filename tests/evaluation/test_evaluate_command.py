@@ -3,19 +3,15 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis
-from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from core.vocabulary import ActionType, JobQueue, PolicyKind
+from core.vocabulary import ActionType, PolicyKind
 from evaluation.models import EvalRun
 from evaluation.services import refresh_eval
 from tasks.models import TaskSuite
-from tests.conftest import start_worker
 from training.models import Checkpoint
 from trajectories.policies.base import Message, Policy, PolicyOutput, ToolCall
 from trajectories.policies.registry import policy_registry
@@ -38,18 +34,6 @@ class NeverSubmits(Policy):
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyOutput:
         return PolicyOutput("Still looking.", ToolCall(ActionType.RUN_COMMAND, {"command": "ls"}))
-
-
-@pytest.fixture
-def rewards_worker(transactional_db: None) -> Iterator[None]:
-    # Scoring jobs left in the test broker by earlier tests name trajectories of another database
-    # state; the uuid5 ids of a fresh database's first batch would match them.
-    redis.Redis.from_url(settings.CELERY_BROKER_URL).delete(JobQueue.REWARDS.value)
-    worker = start_worker("rewards")
-    next(worker)
-    yield
-    for _ in worker:
-        pass
 
 
 def evaluate(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
@@ -105,7 +89,7 @@ def test_an_interrupted_evaluation_is_cancelled_not_left_to_report_a_partial_sco
 ) -> None:
     import evaluation.management.commands.evaluate as evaluate_command
 
-    def interrupted(pk: int, stale_after: float | None = None) -> None:
+    def interrupted(pk: int) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(evaluate_command, "run_trajectory", interrupted)

@@ -46,6 +46,13 @@ class Worker:
             pass
         self.proc.wait(timeout=20)
 
+    def pause(self) -> None:
+        """SIGSTOP to the whole group, as a machine too loaded to schedule it (or a laptop's lid) would."""
+        os.killpg(self.proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGCONT)
+
     def stop(self) -> None:
         """At the end of a test: nothing is in flight that a warm shutdown would save, so no waiting for one."""
         self.kill()

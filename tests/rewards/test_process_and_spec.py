@@ -12,6 +12,7 @@ from rewards.process import process_rewards
 from rewards.spec import SpecError, load_spec, parse_spec
 from tests.conftest import DEMO
 from tests.factories import TrajectoryFactory
+from tests.helpers import running_lease
 from trajectories.agent import AgentTask, run_episode
 from trajectories.models import Trajectory
 from trajectories.policies.base import Message, Policy, PolicyOutput, ToolCall
@@ -223,7 +224,7 @@ def test_an_honest_trajectory_earns_failing_down_from_the_harness_record_of_its_
     episode = run_episode(
         AgentTask(task_id="task_0001", statement="fix it", base_dir=repo),
         Scripted(run, fix, run),
-        DBRecorder(trajectory),
+        DBRecorder(trajectory, running_lease(trajectory)),
     )
     assert episode.steps == 4
     stored = list(

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,18 +16,13 @@ from rewards.services import score_trajectory
 from sandbox import SandboxError
 from sandbox.backends.local import ALLOW_ENV as LOCAL_ALLOW_ENV
 from tasks.models import Task, TaskSuite
-from tests.conftest import DEMO, start_worker
+from tests.conftest import DEMO
 from trajectories.batches import start_batch
 from trajectories.models import Trajectory
 from trajectories.replay import replay_trajectory
 from trajectories.runner import run_trajectory
 
 SCORE_KEYS = {"task_id", "reward", "resolved", "pass_rate", "tests", "flags", "breakdown"}
-
-
-@pytest.fixture
-def rewards_worker() -> Iterator[subprocess.Popen[bytes]]:
-    yield from start_worker("rewards")
 
 
 def demo_trajectory(task_id: str, success: bool) -> Trajectory:

@@ -13,6 +13,7 @@ from pytest_django import Settings
 
 from core.storage import object_store
 from core.vocabulary import CheckpointKind
+from tests.helpers import running_run
 from tests.storage.conftest import S3Server
 from training import checkpoint_store
 from training.checkpoint_store import CheckpointStoreError, local_checkpoint
@@ -47,7 +48,9 @@ def _saved_by_the_trainer(settings: Settings, kind: str = CheckpointKind.POLICY)
     (path / "tokenizer.json").write_text('{"version": "1.0"}')
     (path / "copy.json").write_text('{"version": "1.0"}')  # the same content twice: one blob
     (path / "nested" / "_extra.bin").write_bytes(b"\x00\x01" * 10)  # a name no object key could carry
-    RunFollower(run).line("out", json.dumps({"event": "checkpoint", "step": 2, "path": str(path), "kind": kind}))
+    RunFollower(run, running_run(run)).line(
+        "out", json.dumps({"event": "checkpoint", "step": 2, "path": str(path), "kind": kind})
+    )
     return Checkpoint.objects.get(run=run)
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis
+from django.conf import settings as django_settings
 from django.core.management import CommandError, call_command
 
 from tasks.jobs import validate_suite_job
@@ -92,7 +93,7 @@ def test_a_validation_run_sends_one_job_per_task_to_the_pool() -> None:
     validate_suite_job(run.pk)  # no worker here: the per-task jobs wait in the broker
     client = redis.Redis.from_url(app.conf.broker_url)
     try:
-        messages = [json.loads(raw) for raw in client.lrange("default", 0, -1)]
+        messages = [json.loads(raw) for raw in client.lrange(f"{django_settings.REDIS_KEY_PREFIX}default", 0, -1)]
     finally:
         client.close()
         purge_queues("default")

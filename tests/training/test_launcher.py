@@ -16,6 +16,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 
 from core.vocabulary import RunStatus
+from tests.helpers import running_run
 from tests.training.runs import config, read_config, verified_set
 from training.launcher import LOG_TAIL_LINES, RunFollower, execute, trainer_command
 from training.models import TrainingRun
@@ -141,7 +142,7 @@ def test_grpo_prompts_come_with_task_directories_a_scorer_reads(
 def test_rollout_events_become_trajectories_of_the_run_and_junk_is_log(fake_trainer: Callable[..., None]) -> None:
     verified_set()
     run = create_run(config("sft"), enqueue=False)  # the follower does not care which kind speaks
-    follower = RunFollower(TrainingRun.objects.get(pk=run.pk))
+    follower = RunFollower(TrainingRun.objects.get(pk=run.pk), running_run(run))
     follower.line(
         "out",
         json.dumps({"event": "rollout", "task_id": "task_a", "completion": "<x>", "patch": "diff", "reward": 0.5}),

@@ -8,6 +8,7 @@ import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -106,12 +107,12 @@ def test_a_policy_kind_nobody_registered_fails_the_trajectory_with_the_reason() 
         policy_registry.register(PolicyKind.SCRIPTED, lambda settings: pytest.fail("never built"))
 
 
-def interrupting_after_one() -> Callable[[int, float | None], Trajectory | None]:
+def interrupting_after_one() -> Callable[[int], Trajectory | None]:
     calls = {"n": 0}
 
-    def run(pk: int, stale_after: float | None = None) -> Trajectory | None:
+    def run(pk: int) -> Trajectory | None:
         calls["n"] += 1
-        result = run_trajectory(pk, stale_after)
+        result = run_trajectory(pk)
         if calls["n"] == 1:
             os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the batch runs
         return result
@@ -166,12 +167,17 @@ def test_the_rollout_command_writes_the_scored_jsonl_and_resumes_after_ctrl_c_or
         call_command("rollout", "--suite", "small", "--policy", "scripted", "--score-timeout", "-1", verbosity=0)
 
 
+STALE_S = 3
+STALE_ENV = {"CRUCIBLE_ROLLOUT_STALE_S": str(STALE_S)}
+
+
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
-def test_killing_the_worker_mid_batch_then_resuming_leaves_no_duplicates() -> None:
+def test_killing_the_worker_mid_batch_then_resuming_leaves_no_duplicates(settings: Any) -> None:
+    settings.CRUCIBLE_ROLLOUT_STALE_S = STALE_S  # the resume below takes a row once its beats stopped this long
     suite = small_suite("killed")
     batch = start_batch(suite, "scripted", samples=2)
-    worker_iter = start_worker("rollouts")
+    worker_iter = start_worker("rollouts", env=STALE_ENV)
     worker = next(worker_iter)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -184,10 +190,11 @@ def test_killing_the_worker_mid_batch_then_resuming_leaves_no_duplicates() -> No
     worker.wait()
     running = Trajectory.objects.filter(batch=batch, status="running")
     assert running.exists(), "the killed worker left a trajectory half-done"
-    second = start_worker("rollouts")
+    time.sleep(STALE_S + 0.5)  # its beats stopped with it
+    second = start_worker("rollouts", env=STALE_ENV)
     next(second)
     try:
-        resume_batch(batch, stale_after=0)
+        resume_batch(batch)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             batch.refresh_from_db()

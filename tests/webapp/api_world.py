@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 
 from annotation.models import Comparison, ComparisonSet, Judgement
 from evaluation.models import EvalRun
-from rewards.models import Reward
+from rewards.models import Reward, ScoringRun
 from tasks.models import Task, TaskSuite
 from tests.factories import StepFactory, SuiteFactory, TaskFactory, TrajectoryFactory, UserFactory
 from training.models import Checkpoint, TrainingRun, TrainingSet
@@ -34,6 +34,7 @@ class World:
     run: TrainingRun
     checkpoint: Checkpoint
     eval_run: EvalRun
+    scoring_run: ScoringRun
 
 
 def build_world(researcher: User | None = None) -> World:
@@ -98,6 +99,7 @@ def build_world(researcher: User | None = None) -> World:
         run=run,
         checkpoint=checkpoint,
         eval_run=eval_run,
+        scoring_run=ScoringRun.objects.create(filters={"suite": suite.name}, spec_version=SPEC, status="succeeded"),
     )
 
 

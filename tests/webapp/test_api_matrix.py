@@ -45,6 +45,9 @@ MATRIX: dict[tuple[str, str], tuple[int, int, int, int]] = {
     ("GET", "/api/v1/trajectories/{trajectory_id}/"): READ,
     ("GET", "/api/v1/trajectories/{trajectory_id}/steps/"): READ,
     ("GET", "/api/v1/rewards/"): READ,
+    ("GET", "/api/v1/rewards/score/"): READ,
+    ("POST", "/api/v1/rewards/score/"): WRITE_400,
+    ("GET", "/api/v1/rewards/score/{id}/"): READ,
     ("GET", "/api/v1/rewards/{id}/"): READ,
     ("GET", "/api/v1/batches/"): READ,
     ("POST", "/api/v1/batches/"): WRITE_400,
@@ -107,8 +110,9 @@ def api_routes(patterns: list[Any] | None = None, prefix: str = "/") -> set[str]
 
 
 def concrete(path: str, world: World) -> str:
-    resource = path.split("/")[3]
+    resource = "/".join(path.split("/")[3:5]) if path.startswith("/api/v1/rewards/score/") else path.split("/")[3]
     value = {
+        "rewards/score": world.scoring_run.pk,
         "suites": world.suite.name,
         "tasks": world.task.task_id,
         "trajectories": world.good.trajectory_id,

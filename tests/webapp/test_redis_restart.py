@@ -77,6 +77,10 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
     server.stop()
 
 
+# The private Redis holds this instance's keys (queues, the unacked hash) under its name.
+INSTANCE = "crucible-restart"
+
+
 def _spawn(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("wb") as fh:
         return subprocess.Popen(argv, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
@@ -92,7 +96,7 @@ def test_a_redis_restart_mid_batch_loses_and_doubles_nothing(private_redis: Priv
         "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"]),
         "CRUCIBLE_TEST_REDIS": private_redis.url,
         "REDIS_URL": private_redis.url,
-        "CHANNELS_PREFIX": "crucible-restart",
+        "CRUCIBLE_INSTANCE": INSTANCE,
     }
     # The worker as `make run` starts it: prefork, gossip, mingle and heartbeats on.
     worker_log, rollout_log = tmp_path / "worker.log", tmp_path / "rollout.log"
@@ -114,7 +118,7 @@ def test_a_redis_restart_mid_batch_loses_and_doubles_nothing(private_redis: Priv
         # acknowledged): the moment that killed the worker with kombu's AttributeError.
         client = redis.Redis.from_url(private_redis.url)
         deadline = time.monotonic() + 60
-        while not client.hlen("unacked"):
+        while not client.hlen(f"{INSTANCE}:unacked"):
             assert rollout.poll() is None, rollout_log.read_text()[-3000:]
             assert time.monotonic() < deadline, "no scoring job was ever in flight"
             time.sleep(0.02)
@@ -170,7 +174,7 @@ def test_a_batch_launched_from_the_web_survives_a_redis_restart_that_empties_its
         "CRUCIBLE_DB_NAME": str(connection.settings_dict["NAME"]),
         "CRUCIBLE_TEST_REDIS": private_redis.url,
         "REDIS_URL": private_redis.url,
-        "CHANNELS_PREFIX": "crucible-restart",
+        "CRUCIBLE_INSTANCE": INSTANCE,
     }
     worker_log = tmp_path / "worker.log"
     worker = _spawn(
@@ -186,7 +190,7 @@ def test_a_batch_launched_from_the_web_survives_a_redis_restart_that_empties_its
         subprocess.run([sys.executable, "manage.py", "shell", "-c", launch], cwd=REPO, env=env, check=True)
         client = redis.Redis.from_url(private_redis.url)
         deadline = time.monotonic() + 60
-        while not (client.hlen("unacked") and client.llen("rollouts")):
+        while not (client.hlen(f"{INSTANCE}:unacked") and client.llen(f"{INSTANCE}:rollouts")):
             assert time.monotonic() < deadline, "never a rollout in flight with others waiting"
             time.sleep(0.02)
         private_redis.stop()  # the waiting rollouts go with it: no persistence

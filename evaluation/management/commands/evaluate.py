@@ -22,7 +22,7 @@ from evaluation.services import (
 )
 from tasks.models import TaskSuite
 from training.models import Checkpoint
-from trajectories.batches import pending
+from trajectories.drive import drive_batch
 from trajectories.runner import run_trajectory
 
 SCORE_TIMEOUT_DEFAULT = 900.0
@@ -87,12 +87,20 @@ class Command(BaseCommand):
             self.stderr.write(f"WARNING: {run.warning}")
         assert run.batch is not None
         quiet = options["verbosity"] == 0 or options["json"]
-        todo = pending(run.batch, stale_after=0)
+        batch = run.batch
         try:
-            with tqdm(total=len(todo), unit="traj", desc=f"eval {run.pk}", disable=quiet, file=self.stderr._out) as bar:
-                for trajectory in todo:
-                    run_trajectory(trajectory.pk, stale_after=0)
-                    bar.update(1)
+            with tqdm(
+                total=batch.trajectories.count(),
+                unit="traj",
+                desc=f"eval {run.pk}",
+                disable=quiet,
+                file=self.stderr._out,
+            ) as bar:
+                drive_batch(
+                    batch,
+                    on_progress=lambda done, elsewhere: bar.update(done - bar.n),
+                    run=lambda pk: run_trajectory(pk),
+                )
         except KeyboardInterrupt:
             # A half-sampled run must not later finish with a pass@k over whichever samples ran.
             cancel_eval(run)

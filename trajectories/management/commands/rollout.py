@@ -20,6 +20,7 @@ from core.limits import MAX_NEW_TOKENS_DEFAULT, MAX_STEPS_DEFAULT, TEMPERATURE_D
 from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, values
 from tasks.models import TaskSuite
 from trajectories.batches import RolloutError, pending, start_batch
+from trajectories.drive import drive_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
 from trajectories.runner import run_trajectory
@@ -146,7 +147,6 @@ class Command(BaseCommand):
                 self.stdout.write(f"resuming batch {batch.pk}")
         except RolloutError as exc:
             raise CommandError(str(exc)) from None
-        todo = pending(batch, stale_after=0)
         output = out_dir / f"batch-{batch.pk}.jsonl" if out_dir else None
         # Finished by an earlier run and still unscored: that run's scoring job was lost or failed.
         unscored_before = list(
@@ -162,21 +162,28 @@ class Command(BaseCommand):
         previous = signal.signal(signal.SIGINT, stop)
         try:
             self.redis.__enter__()
+            total = batch.trajectories.count()
             with tqdm(
-                total=batch.trajectories.count(),
-                initial=batch.trajectories.count() - len(todo),
+                total=total,
+                initial=total - len(pending(batch)),
                 unit="traj",
                 desc=f"batch {batch.pk}",
                 disable=options["verbosity"] == 0,
                 file=self.stderr._out,
             ) as bar:
-                for trajectory in todo:
-                    if interrupted:
-                        break
-                    # Run again after a Redis outage: a trajectory that ended meanwhile is not
-                    # claimed twice, one cut short starts over (trajectories.progress.claim).
-                    self._redis_retrying(partial(run_trajectory, trajectory.pk, stale_after=0), lambda: interrupted)
-                    bar.update(1)
+
+                def progress(done: int, elsewhere: int) -> None:
+                    bar.update(done - bar.n)
+                    bar.set_postfix_str(f"{elsewhere} running elsewhere" if elsewhere else "", refresh=False)
+
+                # Run again after a Redis outage: a trajectory that ended meanwhile is not
+                # claimed twice, one cut short starts over (trajectories.progress.claim).
+                drive_batch(
+                    batch,
+                    interrupted=lambda: interrupted,
+                    on_progress=progress,
+                    run=lambda pk: self._redis_retrying(partial(run_trajectory, pk), lambda: interrupted),
+                )
             written = False
             if output is not None and not interrupted:
                 if self.redis.outages:
@@ -197,7 +204,7 @@ class Command(BaseCommand):
         finally:
             self.redis.__exit__()
             signal.signal(signal.SIGINT, previous)
-        left = len(pending(batch, stale_after=0))
+        left = len(pending(batch)) + batch.trajectories.filter(status=Trajectory.Status.RUNNING).count()
         where = f"; JSONL in {output}" if written else ""
         self.stdout.write(f"batch {batch.pk}: {batch.trajectories.count() - left} done, {left} left{where}")
         if interrupted:
@@ -293,6 +300,6 @@ class Command(BaseCommand):
             unscored = waits_for_scores and (
                 batch.trajectories.filter(status=Trajectory.Status.FINISHED, scored_at=None).exists()
             )
-            if pending(batch, stale_after=0) or unscored:
+            if pending(batch) or unscored:
                 return batch
         return None
