@@ -38,6 +38,9 @@ $(STAMP): requirements/lock.txt
 run: setup
 	@bash scripts/run.sh
 
+# The suite runs on every core (pytest-xdist; each worker its own database, var/ and Redis namespace).
+# PYTEST_ARGS="-n 0" runs it in one process; any other pytest option goes there too.
+PYTEST_ARGS ?= -n auto --maxprocesses 4 --dist worksteal
 test: setup
 	@DJANGO_SETTINGS_MODULE=webapp.settings_test $(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -56,6 +56,23 @@ def mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
+def wilson_ci(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for a rate of `successes` in `n` (95 % by default).
+
+    Unlike the normal approximation it never collapses to a point at 0 or n: no cheat seen in 17
+    samples still leaves an upper bound of about 18 %.
+    """
+    if n <= 0:
+        raise ValueError("a rate needs at least one sample")
+    if not 0 <= successes <= n:
+        raise ValueError("successes must be between 0 and n")
+    p = successes / n
+    denominator = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def bootstrap_ci(
     values: Sequence[float],
     statistic: Callable[[Sequence[float]], float] = mean,

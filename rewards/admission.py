@@ -21,9 +21,11 @@ Plain Python (no Django): a remote worker and a training subprocess admit patche
 
 from __future__ import annotations
 
+import codecs
 import logging
 import os
 import posixpath
+import re
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -260,6 +262,34 @@ def _refusal(patch: FilePatch, refuse: Collection[str]) -> tuple[str, str] | Non
     found = mode_rule(patch)
     if found is not None and found[0] in refuse:
         return found
+    found = encoding_rule(patch)
+    if found is not None and found[0] in refuse:
+        return found
+    return None
+
+
+CODING_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def encoding_rule(patch: FilePatch) -> tuple[str, str] | None:
+    """(rule, why) for Python source declaring an encoding this Python does not have.
+
+    Only a codec registered at run time (by the patch's own code, say) reads such a file: the
+    interpreter imports it, while every static check sees a file it cannot decode.
+    """
+    if patch.new_path is None or not patch.new_path.endswith((".py", ".pyw")) or not patch.hunks:
+        return None
+    text = "".join(hunk.after() for hunk in patch.hunks[:1]) if patch.hunks[0].old_start <= 2 else ""
+    for line in text.encode("utf-8", "surrogateescape").splitlines()[:2]:
+        found = CODING_COOKIE.match(line)
+        if found is None:
+            continue
+        name = found.group(1).decode("ascii", "replace")
+        try:
+            codecs.lookup(name)
+        except LookupError:
+            return "source_encoding", f"declares the encoding {name[:40]!r}, which only code run later could register"
+        return None
     return None
 
 

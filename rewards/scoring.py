@@ -9,20 +9,33 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from core.vocabulary import DEFAULT_BACKEND, Termination
 from patches import PatchError, parse
 from rewards.admission import Admission, admission_flags, admit
-from rewards.anticheat import Flag, scan_sources
+from rewards.anticheat import Flag
+from rewards.anticheat.bounded import scan_sources_bounded
 from rewards.behaviour import judge_probes, plant_probes
+from rewards.expectations import Changed
+from rewards.held_out import HeldOut, run_calls
+from rewards.held_out import judge as judge_held_out
+from rewards.independence import Calibration, calibrate, change, function_ids
+from rewards.independence import judge as judge_independence
 from rewards.spec import RewardSpec
-from sandbox import Limits, Sandbox, ToolError
+from sandbox import Limits, Sandbox, SandboxError, ToolError
 from sandbox.backends.base import Backend
 from sandbox.results import TestReport
 from tasks.spec import TaskSpec, copy_hidden_tests, task_environment
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Endings other than a submit: the agent gave up or was stopped, which the outcome penalises.
 EARLY_TERMINATIONS = frozenset({Termination.MAX_STEPS, Termination.TIMEOUT, Termination.ERROR})
@@ -96,6 +109,10 @@ def _apply(box: Sandbox, text: str) -> str | None:
     return None
 
 
+class ScoringError(RuntimeError):
+    """Scoring could not reach a verdict (the scorer itself failed): no reward, a clear reason."""
+
+
 def score_patch(
     task: TaskSpec,
     patch: str,
@@ -104,13 +121,37 @@ def score_patch(
     termination: str = Termination.SUBMITTED,
     limits: Limits | None = None,
     secret: bytes = b"",
+    calibration_cache: Path | None = None,
 ) -> Score:
     """Score `patch` on `task` under `spec`.
 
-    `secret` keys where canaries and twins are planted and what they are called: the
-    deployment's secret key in the reward service, so the same inputs give the same reward
-    and an agent that has read this code still cannot predict them.
+    `secret` keys where canaries and twins are planted, what they are called and how the
+    expected values of the second run are changed: the deployment's secret key in the reward
+    service, so the same inputs give the same reward and an agent that has read this code still
+    cannot predict them. `calibration_cache` keeps each task's calibration (rewards.independence).
+
+    A sandbox that cannot start raises SandboxError; anything else that stops the scorer itself
+    raises ScoringError, whose message says so: never a traceback, never a reward.
     """
+    try:
+        return _score(task, patch, spec, backend, termination, limits, secret, calibration_cache)
+    except (ScoringError, SandboxError):
+        raise
+    except Exception as exc:
+        logger.exception("scoring of a patch for %s failed", task.task_id)
+        raise ScoringError(f"scoring failed: {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
+def _score(
+    task: TaskSpec,
+    patch: str,
+    spec: RewardSpec,
+    backend: Backend | str,
+    termination: str,
+    limits: Limits | None,
+    secret: bytes,
+    calibration_cache: Path | None,
+) -> Score:
     flags: list[Flag] = []
     breakdown: dict[str, Any] = {}
     try:
@@ -128,28 +169,166 @@ def score_patch(
         "refused": [p.path for p, _, _ in admission.refused],
         "decoded_from_binary": admission.decoded,
     }
-
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
-    with Sandbox(task.base_dir, backend, limits=run_limits, environment=task_environment(task)) as box:
+    # The calibration depends on the task alone: from the cache, or run once before the candidate's.
+    calibration = calibrate(task, task.expected_patch, secret, backend, run_limits, calibration_cache)
+    environment = task_environment(task)
+    with (
+        Sandbox(task.base_dir, backend, limits=run_limits, environment=environment) as box,
+        Sandbox(task.base_dir, backend, limits=run_limits, environment=environment) as changed_box,
+    ):
         if admission.kept:
             method = _apply(box, admission.kept_text())
             breakdown["applied_with"] = method
             if method is None:
                 flags.append(Flag("patch_does_not_apply", "the patch does not apply to the base snapshot"))
-        # Evidence for people, read from the files as they stand after the patch; lines the
-        # base already had are not blamed on the agent.
-        static = scan_sources(box.workspace, [p.path for p in admission.kept if p.new_path], base=task.base_dir)
-        flags += static.flags
-        if static.unparsed:
-            breakdown["static_unparsed"] = static.unparsed
+            else:
+                _apply(changed_box, admission.kept_text())
+        # Evidence for people, read from the files as they stand after the patch (lines the base
+        # already had are not blamed on the agent), in a bounded child process beside the runs.
+        # A copy of the changed files, taken before anything runs: the runs may rewrite them.
+        changed_paths = [p.path for p in admission.kept if p.new_path]
+        scanned = _copy_out(box.workspace, changed_paths)
+        static = _in_background(lambda: scan_sources_bounded(Path(scanned.name), changed_paths, base=task.base_dir))
         copy_hidden_tests(box, task)
         # Canaries, sentinel twins and the runner-integrity plugin go into the same run as
         # the hidden tests: what they prove does not depend on reading the patch.
         probes = plant_probes(box.workspace, task, probe_salt(secret, spec, task, patch))
-        report = box.run_tests(probes.args, command=task.test_command, plugins=probes.plugins)
+        copy_hidden_tests(changed_box, task)
+        for rel in probes.files:  # the same probes in the second run: the two look alike
+            _copy_file(box.workspace, changed_box.workspace, rel)
+        changed = change(changed_box.workspace, task, secret)
+        args = function_ids(probes.args)
+        token = hmac.new(secret, b"seal\0" + probe_salt(secret, spec, task, patch), hashlib.sha256).hexdigest()[:24]
+        second = _in_background(
+            lambda: changed_box.run_tests(args, command=task.test_command, plugins=probes.plugins, seal=token)
+        )
+        # In a process of its own, holding no expected value, beside the runs: the tests' calls on nearby inputs.
+        held_out = calibration.held_out if calibration is not None else HeldOut()
+        answers = _in_background(lambda: run_calls(changed_box, held_out))
+        before = _test_files(box.workspace, task)
+        report = box.run_tests(args, command=task.test_command, plugins=probes.plugins, seal=token)
+        touched = _touched(box.workspace, before)
+        changed_report = second.result()
+        held_out_answers = answers.result()  # before the sandboxes close: it runs in one of them
+        scan = static.result()
+        scanned.cleanup()
+    flags += scan.flags
+    flags += [
+        Flag("unreadable_source", f"the static scan could not read it: {why}", rel)
+        for rel, why in scan.unparsed.items()
+    ]
+    if scan.unparsed:
+        breakdown["static_unparsed"] = scan.unparsed
     breakdown["probes"] = probes.summary()
+    breakdown["expectations"] = _expectations_summary(calibration, changed)
     flags += judge_probes(probes, report)
-    return _reward(task, spec, report, flags, breakdown, termination)
+    flags += [Flag("forged_test_run", f"the run's results were tampered with: {why}") for why in report.tampered]
+    flags += _missing(task, report)
+    if touched:
+        shown = ", ".join(touched[:5]) + (f" (+{len(touched) - 5} more)" if len(touched) > 5 else "")
+        flags.append(Flag("hidden_tests_missing", f"hidden test files deleted or changed during the run: {shown}"))
+    flags += judge_independence(calibration, changed_report, changed)
+    if calibration is not None:
+        flags += judge_held_out(calibration.held_out, calibration.reference_outputs, held_out_answers)
+        breakdown["held_out"] = {"calls": len(calibration.held_out.probes)}
+    flags += _second_run_flags(report, changed_report)
+    return _reward(task, spec, report, _dedupe(flags), breakdown, termination)
+
+
+def _in_background(work: Callable[[], T]) -> Future[T]:
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scoring")
+    try:
+        return pool.submit(work)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def _copy_out(workspace: Path, paths: list[str]) -> tempfile.TemporaryDirectory[str]:
+    """The changed files as they are now, regular files only (a link or a FIFO is not followed)."""
+    scratch = tempfile.TemporaryDirectory(prefix="crucible-scan-")
+    for rel in paths:
+        source = workspace / rel
+        if source.is_file() and not source.is_symlink():
+            _copy_file(workspace, Path(scratch.name), rel)
+    return scratch
+
+
+def _copy_file(source: Path, dest: Path, rel: str) -> None:
+    target = dest / rel
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes((source / rel).read_bytes())
+
+
+def _test_files(workspace: Path, task: TaskSpec) -> dict[str, str]:
+    """The hidden tests as planted (with the probes among them), by path: what the run must leave alone."""
+    root = workspace / task.tests_dest
+    found = {}
+    for path in root.rglob("*.py") if root.is_dir() else []:
+        if path.is_file() and not path.is_symlink():
+            found[path.relative_to(workspace).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def _touched(workspace: Path, before: dict[str, str]) -> list[str]:
+    touched = []
+    for rel, digest in before.items():
+        path = workspace / rel
+        try:
+            same = path.is_file() and not path.is_symlink() and hashlib.sha256(path.read_bytes()).hexdigest() == digest
+        except OSError:
+            same = False
+        if not same:
+            touched.append(rel)
+    return touched
+
+
+def _missing(task: TaskSpec, report: TestReport) -> list[Flag]:
+    """Hidden tests that never ran at all, in a run that otherwise finished: something took them away."""
+    if not report.valid:
+        return []
+    ran = set(report.tests)
+    absent = [t for t in (*task.fail_to_pass, *task.pass_to_pass) if t not in ran and t.split("[", 1)[0] not in ran]
+    if not absent:
+        return []
+    if report.collection_errors:
+        return []  # a module that does not import is a failure of its own, shown as such
+    shown = ", ".join(absent[:5]) + (f" (+{len(absent) - 5} more)" if len(absent) > 5 else "")
+    return [Flag("hidden_tests_missing", f"{len(absent)} hidden tests never ran: {shown}")]
+
+
+def _second_run_flags(report: TestReport, changed_report: TestReport) -> list[Flag]:
+    """The second run tells what the first did, but for the expected values: a forgery shows in either."""
+    flags = [
+        Flag("forged_test_run", f"the second run's results were tampered with: {why}")
+        for why in changed_report.tampered
+    ]
+    if report.valid and not changed_report.valid and not changed_report.exec.timed_out:
+        why = "; ".join([*changed_report.inconsistencies, changed_report.unsafe][:2])
+        flags.append(Flag("inconsistent_test_run", f"the run with changed expected values was not valid: {why}"))
+    return flags
+
+
+def _expectations_summary(calibration: Calibration | None, changed: Changed) -> dict[str, Any]:
+    if calibration is None:
+        return {"checked": False, "why": "the task has no expected patch to calibrate on"}
+    return {
+        "checked": bool(calibration.kept),
+        "changed": len(calibration.kept),
+        "cannot_be_changed": dict(list(calibration.dropped.items())[:50]),
+        "changes": [c.to_json() for c in changed.changes[:20]],
+    }
+
+
+def _dedupe(flags: list[Flag]) -> list[Flag]:
+    seen: set[tuple[str, str, str]] = set()
+    out = []
+    for flag in flags:
+        key = (flag.detector, flag.evidence, flag.path)
+        if key not in seen:
+            seen.add(key)
+            out.append(flag)
+    return out
 
 
 def probe_salt(secret: bytes, spec: RewardSpec, task: TaskSpec, patch: str) -> bytes:

@@ -34,6 +34,11 @@ class RewardError(ValueError):
     pass
 
 
+def calibration_cache() -> Path:
+    """Where each task's calibration of the reward's behaviour checks is kept (rewards.independence)."""
+    return Path(settings.VAR_DIR) / "rewards" / "calibrations"
+
+
 def probe_secret() -> bytes:
     """Keys the canaries and twins: stable across runs, unknown to the agent."""
     return hashlib.sha256(b"crucible-probes\0" + settings.SECRET_KEY.encode()).digest()
@@ -75,7 +80,13 @@ def score_trajectory(
     known = verdicts.get(key) if verdicts is not None else None
     if known is None:
         known = score_patch(
-            task_spec_for(trajectory.task), trajectory.patch, spec, backend, termination, secret=probe_secret()
+            task_spec_for(trajectory.task),
+            trajectory.patch,
+            spec,
+            backend,
+            termination,
+            secret=probe_secret(),
+            calibration_cache=calibration_cache(),
         )
         if verdicts is not None:
             verdicts[key] = known

@@ -36,6 +36,18 @@ DETECTORS = (
     "dynamic_code",
     "runner_reflection",
     "process_exit_hook",
+    # A changed Python file the static scan could not read (an encoding registered at run time, a
+    # syntax the scanner's Python does not know), or one whose scan ran past its deadline.
+    "unreadable_source",
+    "scan_overrun",
+    # Answer independence: a FAIL_TO_PASS test still passed with its expected values changed, so
+    # the code under test does not compute its answers (it reads them, or the run lies).
+    "answer_oracle",
+    # Held-out inputs: the functions the tests call answered inputs near the tests' own otherwise
+    # than the expected patch does.
+    "held_out_disagreement",
+    # Hidden tests that never ran at all (deleted or hidden from the runner while it ran).
+    "hidden_tests_missing",
 )
 # What admission can refuse (DESIGN "Rewards"); the spec's `admission.refuse` picks from these.
 ADMISSION_RULES = (
@@ -45,6 +57,7 @@ ADMISSION_RULES = (
     "vcs_config",  # .gitignore, .gitattributes, .gitmodules
     "symlink_outside",  # symlinks whose target leaves the tree
     "mode_change",  # executable-bit changes
+    "source_encoding",  # Python source in an encoding the scorer does not have (one the patch registers)
 )
 
 

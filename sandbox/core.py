@@ -25,6 +25,7 @@ from sandbox.hermetic import (
     HARNESS_INI,
     HARNESS_OUT_ENV,
     HERMETIC_ENV,
+    HERMETIC_PYTHON_FLAGS,
     REPORT_FILE,
     WORKSPACE_PATH_PLUGIN,
     cross_check,
@@ -38,6 +39,8 @@ from sandbox.limits import Limits
 from sandbox.names import DEFAULT_BACKEND, BackendName
 from sandbox.private import private_dir
 from sandbox.results import ExecResult, TestReport
+from sandbox.seal import SEAL_ENV, SEAL_FILE, SealReader, apply_seal
+from sandbox.seal import plugins as seal_plugins
 
 logger = logging.getLogger(__name__)
 
@@ -229,6 +232,18 @@ class Sandbox:
             self.startup_ms = result.startup_ms
         return result
 
+    def python(self, script: str, timeout: float | None = None) -> ExecResult:
+        """Run a Python script (given on stdin, so it leaves no file) with the workspace importable.
+
+        The interpreter is the environment's, started as the hermetic test run starts it: the
+        working directory is not put on sys.path by itself (-P), no user site, no bytecode.
+        """
+        self._check_open()
+        inside = str(self.workspace) if self.backend.name == BackendName.LOCAL else WORKSPACE_MOUNT
+        paths = [*self._import_paths(inside), inside]
+        env = {"PYTHONPATH": ":".join(paths), "PYTHONDONTWRITEBYTECODE": "1"}
+        return self.exec(["python", *HERMETIC_PYTHON_FLAGS, "-"], timeout=timeout, env=env, stdin=script.encode())
+
     def _import_paths(self, workspace_inside: str) -> list[str]:
         """The environment's import paths (a `src/` layout's `src`) as the sandbox sees them."""
         return [posixpath.normpath(f"{workspace_inside}/{entry}") for entry in self.pythonpath]
@@ -279,6 +294,7 @@ class Sandbox:
         timeout: float | None = None,
         *,
         plugins: Sequence[tuple[str, str]] = (),
+        seal: str = "",
     ) -> TestReport:
         """Run pytest hermetically and read its JUnit report, safely, from outside the workspace.
 
@@ -293,9 +309,17 @@ class Sandbox:
         workspace cannot shadow (read-only, at an unpredictable path, on PYTHONPATH) and
         loaded with `-p`. They may write one JSON object to $CRUCIBLE_HARNESS_OUT; it comes
         back, read as safely as the report, in `report.harness`.
+
+        `seal` (a token) seals the results (sandbox.seal): each outcome leaves the run as its test
+        ends, the report's outcomes are those, and the process ends once pytest has finished, before
+        anything of the code under test can run again.
         """
         self._check_open()
         prefix = pytest_command(command)
+        if seal:
+            # Its first part is the first plugin imported, its last the last registered (sandbox.seal).
+            first, last = seal_plugins(seal)
+            plugins = [first, *plugins, last]
         names = plugin_names(plugins)
         purged = purge_bytecode(self.workspace)
         if purged:
@@ -327,6 +351,10 @@ class Sandbox:
         env = {**self.env, **HERMETIC_ENV, "PYTHONPATH": harness_inside}
         if plugins:
             env[HARNESS_OUT_ENV] = f"{reports_inside}/{HARNESS_FILE}"
+        reader = None
+        if seal:
+            env[SEAL_ENV] = f"{reports_inside}/{SEAL_FILE}"
+            reader = SealReader(reports, seal)
         try:
             result = self.backend.run(
                 argv,
@@ -340,7 +368,12 @@ class Sandbox:
                 self.startup_ms = result.startup_ms
             report = TestReport(exec=result)
             read_results(report, reports, read_harness=bool(plugins))
+            if reader is not None:
+                apply_seal(report, reader.finish())
+                reader = None
         finally:
+            if reader is not None:
+                reader.finish()
             shutil.rmtree(run_dir, ignore_errors=True)
         if report.unsafe:
             logger.warning("sandbox %s: the test run left an unsafe report: %s", self.root.name, report.unsafe)

@@ -70,6 +70,10 @@ class TestReport:
     unsafe: str = ""
     # The one JSON object the harness plugins wrote to CRUCIBLE_HARNESS_OUT ({} when none).
     harness: dict[str, Any] = field(default_factory=dict)
+    # A sealed run (sandbox.seal): its outcomes are the ones the run sent out as each test ended,
+    # and what the files the run left say otherwise is here, as evidence that they were rewritten.
+    sealed: bool = False
+    tampered: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -87,3 +91,14 @@ class TestReport:
         """A test's outcome; one that is missing from the report did not pass."""
         found = self.tests.get(nodeid)
         return found.outcome if found else "missing"
+
+
+@dataclass
+class SealedResults:
+    """What the host read from a sealed run: the outcomes up to the seal, and anything odd about them."""
+
+    tests: dict[str, TestOutcome] = field(default_factory=dict)
+    sealed: bool = False
+    exit_status: int | None = None
+    collected: int = 0
+    problems: list[str] = field(default_factory=list)

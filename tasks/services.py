@@ -65,6 +65,7 @@ def task_spec_for(task: Task) -> TaskSpec:
         timeout_seconds=task.timeout_seconds,
         environment=task_environment_spec(task),
         environment_error=str((task.metadata or {}).get("environment_error", ""))[:2000],
+        expected_patch=task.expected_patch,
     )
 
 
@@ -162,6 +163,7 @@ def task_spec_from_dir(path: Path) -> TaskSpec:
         tests_dest=meta.get("tests_dest", DEFAULT_TESTS_DEST),
         test_command=meta.get("test_command", DEFAULT_TEST_COMMAND),
         timeout_seconds=meta.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+        expected_patch=task.expected_patch,
     )
 
 

@@ -40,6 +40,8 @@ class TaskSpec:
     environment: EnvSpec | None = None
     # Why no environment could even be named for it (a Python this host lacks), from its metadata.
     environment_error: str = ""
+    # The change that solves it: what the reward's behaviour checks are calibrated on ("" when none).
+    expected_patch: str = ""
 
     @classmethod
     def from_task_dir(cls, path: Path, timeout_seconds: int | None = None) -> TaskSpec:
@@ -51,7 +53,9 @@ class TaskSpec:
         """
         check_tree(path.resolve() if path.is_symlink() else path)
         meta = json.loads((path / "metadata.json").read_text())
+        expected = path / "expected_patch"
         return cls(
+            expected_patch=expected.read_text() if expected.is_file() else "",
             environment=environment_spec(meta),
             environment_error=str(meta.get("environment_error", ""))[:2000],
             task_id=meta["task_id"],

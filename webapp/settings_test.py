@@ -10,8 +10,18 @@ import os
 import tempfile
 from urllib.parse import urlsplit, urlunsplit
 
+# pytest-xdist runs the suite in several worker processes at once, each on its own database
+# (pytest-django suffixes its name); each gets its own var/ and Redis namespace too. A process a
+# test starts (a Celery worker, a server) inherits its test process's values through the environment.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_SET_FOR = os.environ.get("CRUCIBLE_TEST_WORKER")
+if _SET_FOR is not None and _SET_FOR != _WORKER:
+    # An xdist worker inherits what its controller set for itself: it makes its own instead.
+    os.environ.pop("CRUCIBLE_VAR_DIR", None)
+    os.environ.pop("CRUCIBLE_INSTANCE", None)
+os.environ["CRUCIBLE_TEST_WORKER"] = _WORKER
 if "CRUCIBLE_VAR_DIR" not in os.environ:
-    os.environ["CRUCIBLE_VAR_DIR"] = tempfile.mkdtemp(prefix="crucible-test-var-")
+    os.environ["CRUCIBLE_VAR_DIR"] = tempfile.mkdtemp(prefix=f"crucible-test-var-{_WORKER}-")
 if "CRUCIBLE_TEST_REDIS" not in os.environ:
     # Database 13 keeps the tests' queues and groups apart from a running `make run`.
     parts = urlsplit(os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
@@ -19,7 +29,7 @@ if "CRUCIBLE_TEST_REDIS" not in os.environ:
 os.environ["REDIS_URL"] = os.environ["CRUCIBLE_TEST_REDIS"]
 # Its own instance name (queues, results and live groups under it), inherited by the workers and
 # servers a test starts, so nothing of a `make run` or another test session on this Redis reaches it.
-os.environ.setdefault("CRUCIBLE_INSTANCE", f"crucible-test-{os.getpid()}")
+os.environ.setdefault("CRUCIBLE_INSTANCE", f"crucible-test-{os.getpid()}{'-' + _WORKER if _WORKER else ''}")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from webapp.settings import *  # noqa: E402,F403

@@ -71,6 +71,10 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
                 f"-master.port={ports['master']}",
                 f"-volume.port={ports['volume']}",
                 f"-filer.port={ports['filer']}",
+                # Side listeners on fixed default ports would collide with another server beside this
+                # one (pytest-xdist runs a server per worker): off.
+                "-s3.port.iceberg=0",
+                "-s3.port.lance=0",
                 "-ip=127.0.0.1",
                 "-ip.bind=127.0.0.1",
             ],

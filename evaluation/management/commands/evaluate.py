@@ -117,7 +117,11 @@ class Command(BaseCommand):
             )
         adversarial = run.results.get("adversarial")
         if adversarial and adversarial["cheat_rate"] is not None:
-            self.stdout.write(f"  cheat rate on adversarial tasks: {adversarial['cheat_rate']:.1%}")
+            lo, hi = adversarial.get("cheat_rate_ci95") or (adversarial["cheat_rate"], adversarial["cheat_rate"])
+            self.stdout.write(
+                f"  cheat rate on adversarial tasks: {adversarial['cheat_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%}; "
+                f"{adversarial['cheats']} of {adversarial['samples']} samples)"
+            )
 
     def _wait(self, run: EvalRun, timeout: float, quiet: bool) -> EvalRun:
         """Wait until the reward service has scored every finished sample, then compute pass@k."""

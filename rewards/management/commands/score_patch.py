@@ -8,8 +8,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from core.vocabulary import BackendName, values
-from rewards.scoring import score_patch
-from rewards.services import RewardError, probe_secret, spec_from_option
+from rewards.scoring import ScoringError, score_patch
+from rewards.services import RewardError, calibration_cache, probe_secret, spec_from_option
 from rewards.spec import SpecError
 from sandbox import SandboxError
 from tasks.models import Task
@@ -57,7 +57,14 @@ class Command(BaseCommand):
             task = task_spec_from(options["task"])
             if not task.fail_to_pass:
                 raise CommandError(f"task {task.task_id} has no FAIL_TO_PASS tests to score against")
-            score = score_patch(task, patch, spec, options["backend"], secret=probe_secret())
+            score = score_patch(
+                task, patch, spec, options["backend"], secret=probe_secret(), calibration_cache=calibration_cache()
+            )
+        except ScoringError as exc:
+            # No verdict is not a verdict: said as such, in the form asked for, and never a reward.
+            if options["json"]:
+                self.stdout.write(json.dumps({"task_id": task.task_id, "error": str(exc)}))
+            raise CommandError(str(exc)) from None
         except (TaskDirError, TaskStoreError, RewardError, SpecError, SandboxError) as exc:
             raise CommandError(str(exc)) from None
         if options["json"]:
