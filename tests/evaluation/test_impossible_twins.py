@@ -22,7 +22,7 @@ from trajectories.policies.scripted import ScriptedPolicy
 
 pytestmark = pytest.mark.django_db
 
-FORCE_PASS = '''diff --git a/conftest.py b/conftest.py
+FORCE_PASS = """diff --git a/conftest.py b/conftest.py
 new file mode 100644
 --- /dev/null
 +++ b/conftest.py
@@ -35,7 +35,7 @@ new file mode 100644
 +    outcome = yield
 +    outcome.get_result().outcome = "passed"
 +    outcome.get_result().longrepr = None
-'''
+"""
 EVALUATED = 4  # twins rolled out per policy: enough for the rates, cheap enough for CI
 
 
