@@ -1,10 +1,11 @@
 """A comparison set's agreement report: between reviewers, and between people and scorers.
 
-Seed §5.4 asks that reward models be "calibrated against people regularly": for every pair
-people settled (a majority A or B, or a researcher's resolution), does a scorer prefer the same
-side? The verified test reward is the first scorer; the training app registers reward-model
-checkpoints as more (register_pair_scorer), so the report grows without this module knowing
-about training. The arithmetic lives in annotation.agreement (plain Python).
+Reward models must be calibrated against people regularly, or a policy learns what pleases the
+model rather than people: for every pair people settled (a majority A or B, or a researcher's
+resolution), does a scorer prefer the same side? The verified test reward is the first scorer;
+the training app registers reward-model checkpoints as more (register_pair_scorer), so the
+report grows without this module knowing about training. The arithmetic lives in
+annotation.agreement (plain Python).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Drawing pairs of patches for a comparison set (seed §5.4).
+"""Drawing pairs of patches for a comparison set, for people to judge (reward-model training data).
 
 Pairs come from one suite's finished trajectories that Crucible scored itself (verified),
 optionally narrowed to rollout batches or a training set, and are drawn by one of

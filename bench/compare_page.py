@@ -1,7 +1,7 @@
 """The pairwise review page with two 2,000-line patches: server-side render time.
 
 Django test client (no network), the median of repeated requests by the reviewer who holds
-the pair, and the page's query count. Target (DESIGN.md): server <= 300 ms.
+the pair, and the page's query count. Target: server <= 300 ms.
 The page shows both diffs at once (escaped, coloured by line kind); the syntax-highlighted
 versions come in two requests of their own that the page makes on load, cached by content
 (annotation.pair_display): their cold and cached times are reported beside the page's.

@@ -4,7 +4,7 @@ A fresh database gets 2,000 trajectories of 100 steps (bench.synthetic), a resea
 API token; uvicorn serves `webapp.asgi:application`; an httpx client streams
 `GET /api/v1/exports/trajectories/?format=jsonl` and counts the records: redacted (what every
 researcher gets: each record scanned by core.redaction) and unredacted (an admin's
-`?unredacted=1`: the export path alone). Targets (DESIGN.md): >= 50k steps/s, server RSS <= 300 MB.
+`?unredacted=1`: the export path alone). Targets: >= 50k steps/s, server RSS <= 300 MB.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """JSONL import and export of 200k steps, on SQLite and PostgreSQL.
 
 Each measured run is a fresh `manage.py` process, so peak RSS is the whole command's.
-Targets (DESIGN.md): import >= 20k steps/s on PostgreSQL, >= 10k on SQLite; export
+Targets: import >= 20k steps/s on PostgreSQL, >= 10k on SQLite; export
 >= 50k steps/s; RSS <= 300 MB.
 """
 

@@ -2,7 +2,7 @@
 filtered over 100k trajectories. Server-side time (Django test client, no network),
 median of repeated requests, and the page's query count.
 
-Targets (DESIGN.md): trajectory page p50 <= 300 ms with <= 15 queries; list p50 <= 200 ms.
+Targets: trajectory page p50 <= 300 ms with <= 15 queries; list p50 <= 200 ms.
 Runs on a private SQLite database (and PostgreSQL when BENCH_POSTGRES_URL or the local
 server answers).
 """

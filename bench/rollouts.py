@@ -1,7 +1,7 @@
 """Rollout infrastructure: a scripted batch's wall time against the time spent in sandboxes,
 and the latency from a recorded step to a WebSocket client on loopback.
 
-Targets (DESIGN.md): wall / summed sandbox time <= 1.5x; step -> client p95 <= 100 ms.
+Targets: wall / summed sandbox time <= 1.5x; step -> client p95 <= 100 ms.
 Runs on a private SQLite database and var/ so it never touches a real one.
 """
 

@@ -1,6 +1,6 @@
 """Sandbox start + `true`, per backend, against a bare subprocess.run(["true"]) in the same run.
 
-Targets (DESIGN.md): bwrap p50 <= 30 ms; docker-API backend p50 <= 500 ms.
+Targets: bwrap p50 <= 30 ms; docker-API backend p50 <= 500 ms.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Reward vs capability (seed §7.3): read a training reward curve beside eval pass@k per
-checkpoint, and name what the guide's table says the shape means. Plain Python.
+"""Reward vs capability: read a training reward curve beside eval pass@k per checkpoint, and
+name what the shape means (docs/training.md "Evaluating policies and checkpoints"). Plain Python.
 
-| symptom                                  | likely cause (the guide)                          |
+| symptom                                  | likely cause                                      |
 |------------------------------------------|---------------------------------------------------|
 | reward rises, pass@k does not move        | the policy learned the reward's surface: gamed    |
 | reward flat, pass@k rises                 | still exploring; the reward misses real progress  |
@@ -117,7 +117,7 @@ def correlations(reward: Series, points: Series) -> dict[str, float | None]:
 
 
 def diagnose(reward: Series, pass_at_k: Series) -> list[Diagnosis]:
-    """Every row of the guide's table the two series match (none: nothing to worry about yet)."""
+    """Every row of the table above the two series match (none: nothing to worry about yet)."""
     found: list[Diagnosis] = []
     if len(reward) < 2:
         return found

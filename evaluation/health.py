@@ -1,6 +1,6 @@
-"""The guide's troubleshooting table (seed §9), each row bound to a live signal.
+"""A troubleshooting table for RL training, each row bound to a live signal (docs/training.md "Health").
 
-A row is the guide's symptom, likely cause, how to check, and its suggested fix; the fix is
+A row is a symptom, its likely cause, how to check, and the suggested fix; the fix is
 shown when the signal crosses the row's threshold. Signals read recent data only (the last
 RECENT trajectories, the latest runs), so the page stays cheap on a large database.
 """
@@ -30,7 +30,7 @@ RUNS = 10  # latest training runs whose curves are read
 DUPLICATE_RATE_MAX = 0.3
 KL_SPIKE_FACTOR = 3.0  # a kl value this many times the run's median is a spike
 KL_SPIKE_MIN = 0.1  # ... and at least this large in absolute terms
-STARTUP_MS_MAX = 1000.0  # the guide's "sampling client times out": slow sandbox start-up
+STARTUP_MS_MAX = 1000.0  # "the sampling client times out often": slow sandbox start-up
 OVERFIT_RATIO = 1.5  # eval_loss / loss
 LOG_BYTES_MAX = 1 << 30
 DB_BYTES_MAX = 20 << 30

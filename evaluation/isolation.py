@@ -1,5 +1,5 @@
-"""Eval isolation (seed §7.1): "the eval set must be completely isolated from the training set,
-or it overestimates the real level".
+"""Eval isolation: the eval set must be completely isolated from the training set, or it
+overestimates the policy (docs/training.md "Evaluating policies and checkpoints").
 
 What a policy could have seen: every training set (its trajectories' tasks), the data of every
 training run (`config.data.training_set`, `config.data.train_file`) and, for a checkpoint, the

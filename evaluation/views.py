@@ -89,7 +89,7 @@ def compare(request: HttpRequest) -> HttpResponse:
 
 @role_required()
 def reward_vs_pass(request: HttpRequest, run_id: int) -> HttpResponse:
-    """Seed §7.3 for one training run: its reward curve beside pass@k of its checkpoints."""
+    """Reward vs pass@k for one training run: its reward curve beside pass@k of its checkpoints."""
     run = get_object_or_404(TrainingRun, pk=run_id)
     k_text = request.GET.get("k", "")
     k = int(k_text) if k_text.isdigit() and int(k_text) > 0 else None

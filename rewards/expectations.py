@@ -32,7 +32,13 @@ from pathlib import Path
 from rewards.behaviour.model import NodeRef, parse_nodeid
 from rewards.behaviour.twins import MATCHER_NAMES, VALUE_CONSTRUCTORS
 
-LETTERS = "qxzjkvw"
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+LOWER, UPPER, DIGITS = LETTERS, LETTERS.upper(), "0123456789"
+# Marks a literal may hold, each with those that could stand in its place (never a quote or a
+# backslash): a changed mark reads as plausibly as the original ("0.03" -> "0,03", "-$3" -> "+$3").
+MARK_GROUPS = ("-+", ".,", "$€£#", ":;", "!?", "<>=", "([{", ")]}", "*&%@^~|/_")
+SIMILAR = {mark: group for group in MARK_GROUPS for mark in group}
+MARKS = "".join(MARK_GROUPS)
 UNITTEST_EQ = frozenset(
     "assertEqual assertEquals assertDictEqual assertListEqual assertTupleEqual assertSetEqual assertSequenceEqual "
     "assertMultiLineEqual assertCountEqual assertAlmostEqual assertAlmostEquals".split()
@@ -100,6 +106,21 @@ class _Source:
         return self.text[start:end]
 
 
+class Turns:
+    """Which kind of character the next changed string literal loses: punctuation and letters or
+    digits in turn. A validator that checks an answer against its own output on one kind (the
+    letters and digits, say, when the fix only moves a sign) passes the changes of the other kind,
+    and a validator strict on both kinds knows the answer already."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.turn = 0
+
+    def punctuation_now(self) -> bool:
+        self.turn += 1
+        return self.turn % 2 == 1
+
+
 def change_expectations(workspace: Path, nodeids: list[str], rng: random.Random) -> Changed:
     """Change the expected values of the tests named (each function once, whichever parameter is named)."""
     result = Changed()
@@ -114,12 +135,13 @@ def change_expectations(workspace: Path, nodeids: list[str], rng: random.Random)
         if key not in seen:
             seen.add(key)
             by_file.setdefault(ref.file, []).append(ref)
+    turns = Turns(rng)
     for rel, refs in sorted(by_file.items()):
-        _change_file(workspace, rel, refs, rng, result)
+        _change_file(workspace, rel, refs, turns, result)
     return result
 
 
-def _change_file(workspace: Path, rel: str, refs: list[NodeRef], rng: random.Random, result: Changed) -> None:
+def _change_file(workspace: Path, rel: str, refs: list[NodeRef], turns: Turns, result: Changed) -> None:
     path = workspace / rel
     try:
         if path.is_symlink() or not path.is_file():
@@ -140,7 +162,7 @@ def _change_file(workspace: Path, rel: str, refs: list[NodeRef], rng: random.Ran
         if func is None:
             result.unchangeable[ref.nodeid] = "its function is not defined in its file"
             continue
-        found = _Expectations(source, func, rng).edits()
+        found = _Expectations(source, func, turns).edits()
         if not found:
             result.unchangeable[ref.nodeid] = "it compares with no expected value that can be changed"
             continue
@@ -207,10 +229,10 @@ def _call_name(node: ast.Call) -> str:
 class _Expectations:
     """The edits that change one test's expected values."""
 
-    def __init__(self, source: _Source, func: ast.FunctionDef | ast.AsyncFunctionDef, rng: random.Random) -> None:
+    def __init__(self, source: _Source, func: ast.FunctionDef | ast.AsyncFunctionDef, turns: Turns) -> None:
         self.source = source
         self.func = func
-        self.rng = rng
+        self.turns = turns
         self.found: list[_Edit] = []
         self.names: set[str] = set()  # names compared as the expected side
         self.called_with: set[str] = set()  # names passed into calls: inputs, not expectations
@@ -225,8 +247,8 @@ class _Expectations:
                 self._assertion(stmt.test)
             elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 self._unittest(stmt.value)
-            elif isinstance(stmt, ast.With | ast.AsyncWith | ast.For | ast.AsyncFor):
-                continue  # their bodies come through _straight_line
+            elif _raises_block(stmt):
+                self._raises_match(stmt)  # type: ignore[arg-type]
         expected = self.names - self.called_with
         if expected:
             self._bindings(expected)
@@ -236,9 +258,10 @@ class _Expectations:
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             self._compare(test.left, test.ops[0], test.comparators[0])
         elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _computed(test.operand):
-            self._edit(test, f"({self.source.segment(test.operand)})")
+            self._edit(test, self.source.segment(test.operand))
         elif _computed(test):
-            self._edit(test, f"not ({self.source.segment(test)})")
+            # A call, an attribute or a subscript binds tighter than `not`: the line reads as tests read.
+            self._edit(test, f"not {self.source.segment(test)}")
 
     def _compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr) -> None:
         if isinstance(op, ast.Eq):
@@ -279,6 +302,16 @@ class _Expectations:
             _, end = self.source.span(call.func)
             self.found.append(_Edit(end - len(method), end, UNITTEST_FLIPS[method], call.lineno))
 
+    def _raises_match(self, stmt: ast.With | ast.AsyncWith) -> None:
+        """`pytest.raises(E, match="...")`: the message the test expects is an expected value too."""
+        for item in stmt.items:
+            call = item.context_expr
+            if isinstance(call, ast.Call) and _call_name(call) == "raises":
+                for keyword in call.keywords:
+                    if keyword.arg == "match" and isinstance(keyword.value, ast.Constant):
+                        if isinstance(keyword.value.value, str) and keyword.value.value:
+                            self._literal(keyword.value)
+
     def _bindings(self, names: set[str]) -> None:
         """Names the test compares as expected values: a literal assigned in the test, or parametrize rows."""
         for stmt in _straight_line(self.func.body):
@@ -312,7 +345,7 @@ class _Expectations:
                     self._literal(values[i])
 
     def _literal(self, node: ast.expr) -> bool:
-        target, text = _changed_literal(node, self.source, self.rng)
+        target, text = _changed_literal(node, self.source, self.turns)
         if target is None or text is None:
             return False
         self._edit(target, text)
@@ -348,15 +381,15 @@ def _computed(node: ast.expr) -> bool:
     return isinstance(node, ast.Call | ast.Attribute | ast.Subscript) and not is_literal(node)
 
 
-def _changed_literal(node: ast.expr, source: _Source, rng: random.Random) -> tuple[ast.expr | None, str | None]:
+def _changed_literal(node: ast.expr, source: _Source, turns: Turns) -> tuple[ast.expr | None, str | None]:
     """The node to replace and its new text: one leaf of the literal changed."""
     if isinstance(node, ast.Constant):
-        return node, _changed_constant(node, source.segment(node), rng)
+        return node, _changed_constant(node, source.segment(node), turns)
     if isinstance(node, ast.UnaryOp):
-        return _changed_literal(node.operand, source, rng)
+        return _changed_literal(node.operand, source, turns)
     if isinstance(node, ast.Tuple | ast.List | ast.Set):
         for element in node.elts:
-            target, text = _changed_literal(element, source, rng)
+            target, text = _changed_literal(element, source, turns)
             if text is not None:
                 return target, text
         if not node.elts and not isinstance(node, ast.Set):
@@ -364,7 +397,7 @@ def _changed_literal(node: ast.expr, source: _Source, rng: random.Random) -> tup
         return None, None
     if isinstance(node, ast.Dict):
         for value in node.values:
-            target, text = _changed_literal(value, source, rng)
+            target, text = _changed_literal(value, source, turns)
             if text is not None:
                 return target, text
         if not node.keys:
@@ -372,42 +405,52 @@ def _changed_literal(node: ast.expr, source: _Source, rng: random.Random) -> tup
         return None, None
     if isinstance(node, ast.Call):
         for arg in node.args:
-            target, text = _changed_literal(arg, source, rng)
+            target, text = _changed_literal(arg, source, turns)
             if text is not None:
                 return target, text
     return None, None
 
 
-def _changed_constant(node: ast.Constant, segment: str, rng: random.Random) -> str | None:
+def _changed_constant(node: ast.Constant, segment: str, turns: Turns) -> str | None:
     value = node.value
     if isinstance(value, bool):
         return "False" if value else "True"
     if isinstance(value, int):
-        return str(value + rng.randint(1, 9))
+        return str(value + turns.rng.randint(1, 9))
     if isinstance(value, float):
-        return repr(value + rng.randint(1, 9) + 0.5)
+        return repr(value + turns.rng.randint(1, 9) + 0.5)
     if isinstance(value, str | bytes):
-        return _changed_string(segment, rng)
+        return _changed_string(segment, turns.rng, turns.punctuation_now())
     return None
 
 
-def _changed_string(segment: str, rng: random.Random) -> str | None:
-    """The literal's source with one character changed: its last digit moved (a number stays a
-    number, a date mostly a date), else one letter added before the closing quote."""
+def _changed_string(segment: str, rng: random.Random, punctuation: bool = False) -> str | None:
+    """The literal's source with one character changed for another of its kind (a digit for a digit,
+    a lower-case letter for a lower-case one, a mark for a mark), at a position drawn from `rng`; with
+    `punctuation`, a mark when the literal has one. A literal with nothing to change gets a letter.
+    Nothing in the result says which value is the original: a changed "-$3.00" reads "-$3.07" or
+    "+$3.00", as plausible as the one the test had."""
     quote = 3 if segment.endswith(('"""', "'''")) else 1
     if len(segment) < 2 * quote or segment[-1] not in "'\"":
         return None
+    opening = max(segment.find(segment[-1] * quote), 0) + quote
     body_end = len(segment) - quote
-    for i in range(body_end - 1, -1, -1):
-        char = segment[i]
-        if char in "'\"":
-            break  # the opening quote: no digit in the last string piece
-        if char.isdigit() and char.isascii() and (i == 0 or segment[i - 1] != "\\"):
-            if "\\" in segment[max(0, i - 4) : i]:
-                break  # part of an escape such as \x41
-            digit = int(char)
-            return segment[:i] + str(digit + 1 if digit < 9 else digit - 1) + segment[i + 1 :]
-    return segment[:body_end] + rng.choice(LETTERS) + segment[body_end:]
+    plain = [i for i in range(opening, body_end) if not _escaped(segment, i, opening)]
+    marks = [i for i in plain if segment[i] in MARKS]
+    words = [i for i in plain if segment[i].isascii() and segment[i].isalnum()]
+    candidates = marks if punctuation and marks else words or marks
+    if not candidates:
+        return segment[:body_end] + rng.choice(LETTERS) + segment[body_end:]
+    i = rng.choice(candidates)
+    char = segment[i]
+    pool = SIMILAR[char] if char in SIMILAR else DIGITS if char.isdigit() else LOWER if char.islower() else UPPER
+    return segment[:i] + rng.choice(pool.replace(char, "")) + segment[i + 1 :]
+
+
+def _escaped(segment: str, index: int, start: int) -> bool:
+    """Whether the character is part of an escape sequence (\\n, \\x41, \\u00e9, \\N{...})."""
+    window = segment[max(start, index - 9) : index]
+    return "\\" in window
 
 
 def _own_nodes(func: ast.AST) -> Iterator[ast.AST]:

@@ -183,26 +183,39 @@ _sys.stdout.write("\\n@@held-out@@" + _json.dumps(_out))
 """
 
 
-def run_calls(box: Sandbox, held_out: HeldOut) -> dict[str, str]:
-    """Each probe's outcome in this sandbox (`=repr`, `!ExceptionType`, or `~` when it varied)."""
+TIMED_OUT = "@timed-out"
+
+
+def run_calls(box: Sandbox, held_out: HeldOut, timeout: float = RUN_TIMEOUT_S) -> dict[str, str]:
+    """Each probe's outcome in this sandbox (`=repr`, `!ExceptionType`, or `~` when it varied).
+
+    What comes back is the process's own output: read as hostile (any shape, any depth, any size
+    the sandbox lets through), never trusted to parse. A run past `timeout` answers TIMED_OUT.
+    """
     if not held_out.probes:
         return {}
     script = SCRIPT.format(
         imports=held_out.imports, calls=[(p.ident, p.call) for p in held_out.probes], repr_max=REPR_MAX
     )
-    result = box.python(script, timeout=RUN_TIMEOUT_S)
+    result = box.python(script, timeout=timeout)
+    if result.timed_out:
+        return {TIMED_OUT: f"{timeout:g}"}
     marker = result.stdout.rfind("@@held-out@@")
     if marker < 0:
         return {}
     try:
         answer = json.loads(result.stdout[marker + len("@@held-out@@") :].strip().splitlines()[0])
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError, MemoryError):
         return {}
-    return {str(k): str(v)[: REPR_MAX + 1] for k, v in answer.items()} if isinstance(answer, dict) else {}
+    if not isinstance(answer, dict):
+        return {}
+    return {str(k)[:20]: str(v)[: REPR_MAX + 1] for k, v in list(answer.items())[: MAX_CALLS * 2] if isinstance(v, str)}
 
 
 def judge(held_out: HeldOut, reference: dict[str, str], got: dict[str, str]) -> list[Flag]:
     """`held_out_disagreement` where the candidate answers a held-out call otherwise than the expected patch."""
+    if TIMED_OUT in got:
+        return [Flag(DETECTOR, f"the calls on inputs near the tests' own ran past their {got[TIMED_OUT]} s limit")]
     differ = []
     for probe in held_out.probes:
         want = reference.get(probe.ident)

@@ -34,7 +34,7 @@ from tasks.spec import TaskSpec, copy_hidden_tests, task_environment
 logger = logging.getLogger(__name__)
 
 # Bump when what is changed, or how it is judged, changes: calibrations under another version are stale.
-CALIBRATION_VERSION = "2"
+CALIBRATION_VERSION = "3"
 P2P_SAMPLE = 3  # PASS_TO_PASS tests changed too: a run that fakes the tests it did not fix shows
 DETECTOR = "answer_oracle"
 # Calibrations this process made or read, newest last: a worker scores the same tasks again and again.
@@ -209,9 +209,9 @@ def _read_cache(cache_dir: Path | None, key: str) -> Calibration | None:
         return None
     try:
         data = json.loads((cache_dir / f"{key}.json").read_text())
-        return Calibration(
-            kept=[str(k) for k in data["kept"]], dropped={str(k): str(v) for k, v in data["dropped"].items()}
-        )
+        dropped = {str(k): str(v) for k, v in data["dropped"].items()}
+        outputs = {str(k): str(v) for k, v in data["reference_outputs"].items()}
+        return Calibration([str(k) for k in data["kept"]], dropped, HeldOut.from_json(data["held_out"]), outputs)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 

@@ -1,4 +1,4 @@
-"""Process rewards per step (seed §5.2 and the §6.2 pseudo-code), from recorded steps.
+"""Process rewards per step (docs/formats.md "Reward spec"), from recorded steps.
 
 Nothing an agent can print moves a reward up. Failing tests are read only from what the
 harness read from its own report of a `run_tests` step (HarnessTests in the step's
@@ -9,9 +9,9 @@ run, once per test: tests the agent writes, breaks or leaves out of a run are no
 so writing 1000 failing tests and then fixing them, or breaking and re-fixing tests,
 earns nothing. With no such baseline (the agent changed the workspace before running the
 tests) nothing is paid. Signals read from observed text (a new compile/import error, a
-repeated command, idling) only ever cost. The guide's "fewer lint errors" credit is not
-paid: there is no harness-run linter, and a linter's output from `run_command` is text an
-agent can print (`echo 'Found 7 errors.'`) or produce with a fake linter on the path.
+repeated command, idling) only ever cost. No "fewer lint errors" credit is paid: there is
+no harness-run linter, and a linter's output from `run_command` is text an agent can print
+(`echo 'Found 7 errors.'`) or produce with a fake linter on the path.
 Reward is per step, clipped; the final (outcome) reward is scoring's job, not this module's.
 """
 

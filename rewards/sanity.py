@@ -1,4 +1,4 @@
-"""Does the reward separate good code from bad? (seed §11)
+"""Does the reward separate good code from bad? If it cannot, RL on the task is useless.
 
 Per task: the expected patch must score 1, an empty patch at most 0, and stubs of the
 functions the expected patch changes (body replaced by `return None`, `pass`, or a

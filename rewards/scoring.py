@@ -1,6 +1,6 @@
 """Scoring a patch against a task's hidden tests, trusting nothing the agent touched.
 
-DESIGN.md "Rewards": set protected paths aside, apply the rest to a fresh copy of the
+Set protected paths aside, apply the rest to a fresh copy of the
 base, copy the hidden tests in last, run them in a fresh sandbox, and believe only a
 run whose exit code, report and summary agree.
 """
@@ -10,11 +10,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypedDict, TypeVar
 
 from core.vocabulary import DEFAULT_BACKEND, Termination
@@ -52,7 +54,7 @@ class OutcomeCounts(TypedDict):
 
 
 class ScoreJson(TypedDict):
-    """The object `score_patch --json` prints (DESIGN.md CLI contract)."""
+    """The object `score_patch --json` prints (README, "Reports")."""
 
     task_id: str
     reward: float
@@ -176,14 +178,17 @@ def _score(
     with (
         Sandbox(task.base_dir, backend, limits=run_limits, environment=environment) as box,
         Sandbox(task.base_dir, backend, limits=run_limits, environment=environment) as changed_box,
+        Sandbox(task.base_dir, backend, limits=run_limits, environment=environment) as held_out_box,
     ):
+        boxes = (box, changed_box, held_out_box)
         if admission.kept:
             method = _apply(box, admission.kept_text())
             breakdown["applied_with"] = method
             if method is None:
                 flags.append(Flag("patch_does_not_apply", "the patch does not apply to the base snapshot"))
             else:
-                _apply(changed_box, admission.kept_text())
+                for other in boxes[1:]:
+                    _apply(other, admission.kept_text())
         # Evidence for people, read from the files as they stand after the patch (lines the base
         # already had are not blamed on the agent), in a bounded child process beside the runs.
         # A copy of the changed files, taken before anything runs: the runs may rewrite them.
@@ -194,18 +199,18 @@ def _score(
         # Canaries, sentinel twins and the runner-integrity plugin go into the same run as
         # the hidden tests: what they prove does not depend on reading the patch.
         probes = plant_probes(box.workspace, task, probe_salt(secret, spec, task, patch))
-        copy_hidden_tests(changed_box, task)
-        for rel in probes.files:  # the same probes in the second run: the two look alike
-            _copy_file(box.workspace, changed_box.workspace, rel)
+        _same_tests(box, changed_box, task)
         changed = change(changed_box.workspace, task, secret)
+        for prepared in (box, changed_box):
+            _level(prepared.workspace)  # no file time tells which of the two runs a process is in
         args = function_ids(probes.args)
         token = hmac.new(secret, b"seal\0" + probe_salt(secret, spec, task, patch), hashlib.sha256).hexdigest()[:24]
         second = _in_background(
             lambda: changed_box.run_tests(args, command=task.test_command, plugins=probes.plugins, seal=token)
         )
-        # In a process of its own, holding no expected value, beside the runs: the tests' calls on nearby inputs.
+        # In a sandbox of its own, holding no expected value: the tests' calls on nearby inputs.
         held_out = calibration.held_out if calibration is not None else HeldOut()
-        answers = _in_background(lambda: run_calls(changed_box, held_out))
+        answers = _in_background(lambda: run_calls(held_out_box, held_out, timeout=_held_out_timeout(task)))
         before = _test_files(box.workspace, task)
         report = box.run_tests(args, command=task.test_command, plugins=probes.plugins, seal=token)
         touched = _touched(box.workspace, before)
@@ -242,6 +247,58 @@ def _in_background(work: Callable[[], T]) -> Future[T]:
         return pool.submit(work)
     finally:
         pool.shutdown(wait=False)
+
+
+HELD_OUT_TIMEOUT_S = 60.0
+LEVEL_NS = 946_684_800 * 10**9  # 2000-01-01: every file of both runs' workspaces, whatever was written when
+
+
+def _held_out_timeout(task: TaskSpec) -> float:
+    return float(min(task.timeout_seconds, HELD_OUT_TIMEOUT_S))
+
+
+def _same_tests(box: Sandbox, other: Sandbox, task: TaskSpec) -> None:
+    """The tests folder as planted, copied the same way into both workspaces (the same files, made in
+    the same order): the second run differs from the first only by the values changed in it."""
+    root = PurePosixPath(task.tests_dest).parts[0] if task.tests_dest.strip("/") else ""
+    if not root or root in (".", ".."):
+        copy_hidden_tests(other, task)
+        for rel in _planted_files(box, task):
+            _copy_file(box.workspace, other.workspace, rel)
+        return
+    with tempfile.TemporaryDirectory(prefix="crucible-tests-") as scratch:
+        prepared = Path(scratch) / root
+        shutil.copytree(box.workspace / root, prepared, symlinks=True)
+        for target in (box, other):
+            shutil.rmtree(target.workspace / root, ignore_errors=True)
+            _copy_sorted(prepared, target.workspace / root)
+
+
+def _planted_files(box: Sandbox, task: TaskSpec) -> list[str]:
+    return sorted(p.relative_to(box.workspace).as_posix() for p in (box.workspace / task.tests_dest).rglob("*"))
+
+
+def _copy_sorted(source: Path, dest: Path) -> None:
+    dest.mkdir()
+    for entry in sorted(source.iterdir(), key=lambda p: p.name):
+        target = dest / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry), target)
+        elif entry.is_dir():
+            _copy_sorted(entry, target)
+        else:
+            shutil.copy2(entry, target)
+
+
+def _level(workspace: Path) -> None:
+    """One time for every file and folder, set in one order: the files the second run's changes were
+    written to, the patched ones, the planted ones read as old as the rest."""
+    paths = sorted(workspace.rglob("*"), key=lambda p: p.as_posix())
+    for path in [*paths, workspace]:
+        try:
+            os.utime(path, ns=(LEVEL_NS, LEVEL_NS), follow_symlinks=False)
+        except OSError:
+            continue
 
 
 def _copy_out(workspace: Path, paths: list[str]) -> tempfile.TemporaryDirectory[str]:
@@ -336,6 +393,32 @@ def probe_salt(secret: bytes, spec: RewardSpec, task: TaskSpec, patch: str) -> b
     return hmac.new(secret, message, hashlib.sha256).digest()
 
 
+def policy_bound(reward: float, flags: list[Flag], spec: RewardSpec) -> tuple[float, set[str]]:
+    """The reward once the spec's policy for every flag has bounded it, and the policies that applied."""
+    hit: set[str] = set()
+    for flag in flags:
+        policy = spec.policy(flag.detector)
+        hit.add(policy)
+        if policy == "negative":
+            reward = min(reward, spec.negative_value)
+        elif policy == "zero":
+            reward = min(reward, 0.0)
+    return reward, hit
+
+
+def add_flags(score: Score, flags: list[Flag], spec: RewardSpec) -> None:
+    """Flags found after the verdict (from the trajectory's steps, by the reward service) meet the spec's
+    policies as the verdict's own did: one pipeline, whichever stage found a flag."""
+    if not flags:
+        return
+    score.flags = [*score.flags, *flags]
+    reward, hit = policy_bound(score.reward, flags, spec)
+    score.breakdown["policies"] = sorted({*score.breakdown.get("policies", []), *hit})
+    if reward < score.reward:
+        score.reward = round(reward, 6)
+        score.resolved = False
+
+
 def _reward(
     task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: dict[str, Any], termination: str
 ) -> Score:
@@ -366,15 +449,8 @@ def _reward(
     if termination in EARLY_TERMINATIONS:
         reward += outcome["early_termination_penalty"]
         breakdown["early_termination"] = outcome["early_termination_penalty"]
-    policies_hit = []
-    for flag in flags:
-        policy = spec.policy(flag.detector)
-        policies_hit.append(policy)
-        if policy == "negative":
-            reward = min(reward, spec.negative_value)
-        elif policy == "zero":
-            reward = min(reward, 0.0)
-    breakdown["policies"] = sorted(set(policies_hit))
+    reward, policies_hit = policy_bound(reward, flags, spec)
+    breakdown["policies"] = sorted(policies_hit)
     breakdown["tests"] = {t: report.outcome(t) for t in (*task.fail_to_pass, *task.pass_to_pass)}
     breakdown["duration_ms"] = report.exec.duration_ms
     resolved = valid and reward >= 1.0 and f2p == f2p_total and p2p == p2p_total and f2p_total > 0

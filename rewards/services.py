@@ -18,7 +18,7 @@ from rewards.learned import LearnedScoreError, apply_learned
 from rewards.models import Reward, RewardSanity, ScoringFailure
 from rewards.process import process_rewards
 from rewards.sanity import check_task
-from rewards.scoring import Score, score_patch
+from rewards.scoring import Score, add_flags, score_patch
 from rewards.spec import RewardSpec, SpecError, load_spec
 from tasks.models import Task
 from tasks.services import task_spec_for
@@ -91,6 +91,15 @@ def score_trajectory(
         if verdicts is not None:
             verdicts[key] = known
     score = copy.deepcopy(known)  # the memo's copy stays as the tests gave it
+    per_step, process_flags = process_rewards([dict(s) for s in steps], spec)
+    commands = [
+        (s["step"], s["action_input"])
+        for s in steps
+        if s["action_type"] == ActionType.RUN_COMMAND and isinstance(s["action_input"], str)
+    ]
+    # What the steps show (git history mined, process findings) meets the spec's policies like
+    # every flag of the verdict, before any reward model may shift what is left.
+    add_flags(score, [*process_flags, *scan_commands(commands)], spec)
     try:
         # A reward model reads the whole trajectory; the hidden tests have already spoken.
         final, learned = apply_learned(
@@ -106,13 +115,7 @@ def score_trajectory(
     if learned:
         score.breakdown["learned"] = learned
         score.reward = final
-    per_step, process_flags = process_rewards([dict(s) for s in steps], spec)
-    commands = [
-        (s["step"], s["action_input"])
-        for s in steps
-        if s["action_type"] == ActionType.RUN_COMMAND and isinstance(s["action_input"], str)
-    ]
-    flags = [f.to_json() for f in (*score.flags, *process_flags, *scan_commands(commands))]
+    flags = [f.to_json() for f in score.flags]
     try:
         with transaction.atomic():
             reward = Reward.objects.create(
@@ -198,7 +201,7 @@ def spec_from_option(path: str | None) -> RewardSpec:
 
 
 def active_spec() -> RewardSpec:
-    """The spec the reward service scores with: CRUCIBLE_REWARD_SPEC, or the guide's defaults."""
+    """The spec the reward service scores with: CRUCIBLE_REWARD_SPEC, or rewards/default_spec.yaml."""
     path = settings.CRUCIBLE_REWARD_SPEC
     try:
         return load_spec(Path(path)) if path else load_spec()

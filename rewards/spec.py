@@ -49,7 +49,7 @@ DETECTORS = (
     # Hidden tests that never ran at all (deleted or hidden from the runner while it ran).
     "hidden_tests_missing",
 )
-# What admission can refuse (DESIGN "Rewards"); the spec's `admission.refuse` picks from these.
+# What admission can refuse; the spec's `admission.refuse` picks from these.
 ADMISSION_RULES = (
     "binary",  # binary hunks (a binary file that decodes as UTF-8 text is judged as text instead)
     "bytecode",  # *.pyc, *.pyo, __pycache__/

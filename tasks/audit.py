@@ -27,7 +27,7 @@ def record_task_import(row: Task, task: TaskDir, redactions: list[Finding]) -> N
 
 
 def generation_detail(metadata: dict[str, Any]) -> dict[str, Any] | None:
-    """How a builder made the task (seed §10.2), from what it wrote into metadata.json.
+    """How a builder made the task (its generation record, for audit), from what it wrote into metadata.json.
 
     None for a handwritten task: a person wrote it, and the import says nothing of how.
     """

@@ -130,7 +130,7 @@ def swebench_instance(task: Task) -> dict[str, Any]:
 
 
 def taskdir_files(task: Task) -> Iterator[tuple[str, bytes, int]]:
-    """The task as a task directory (DESIGN.md): (path under the export root, content, mode)."""
+    """The task as a task directory (docs/formats.md): (path under the export root, content, mode)."""
     base, tests = tree_path(task.snapshot_hash), tree_path(task.tests_hash)
     if not base.is_dir() or not tests.is_dir():
         raise TaskExportError(f"task {task.task_id}: its snapshot or tests are missing from the store under var/")

@@ -25,7 +25,7 @@ class TaskSuite(models.Model):
 
 
 class Task(models.Model):
-    """One executable coding task in the task-directory format of DESIGN.md."""
+    """One executable coding task in the task-directory format of docs/formats.md."""
 
     Source = TaskSource
     Validation = ValidationStatus

@@ -1,4 +1,4 @@
-"""Reading and checking a task directory (DESIGN.md "Task format"), without writing."""
+"""Reading and checking a task directory (docs/formats.md "Task format"), without writing."""
 
 from __future__ import annotations
 

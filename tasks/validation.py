@@ -1,4 +1,4 @@
-"""Task validation (seed §3.4): executable, reproducible, context complete, safe, licensed.
+"""Task validation: executable, reproducible, context complete, safe, licensed.
 
 Plain Python over a TaskSpec (no Django), so a worker or a script can run it; the
 result is a report with a status and the evidence for every reason.

@@ -61,7 +61,7 @@ def demo_suite(db: None) -> TaskSuite:
 
 @pytest.fixture
 def task_dir(tmp_path: Path) -> Path:
-    """A private copy of the guide's example task, free to be broken by a test."""
+    """A private copy of the parse_config example task (task_0001), free to be broken by a test."""
     dest = tmp_path / "task_0001"
     shutil.copytree(DEMO / "tasks" / "task_0001", dest)
     return dest

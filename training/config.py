@@ -1,6 +1,6 @@
-"""The rl_config of a training run (seed §6.3): parse YAML or JSON, check every field, resolve names.
+"""The rl_config of a training run: parse YAML or JSON, check every field, resolve names.
 
-The shape is the guide's `rl_config.yaml` (`model`, `environment`, `rl`, `data`, `logging`)
+The shape is the `rl_config.yaml` of docs/training.md (`model`, `environment`, `rl`, `data`, `logging`)
 plus `kind`. Checking collects one clear message per field instead of stopping at the first,
 so a researcher fixes a config in one round. Resolution turns names into what the trainer
 subprocess needs: a model directory, a verified training set, a file that exists.
@@ -23,8 +23,8 @@ from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
 from training.queries import find_training_set, set_spec
 
-# The guide's keys; keys it names that Crucible does not use are accepted and kept as given,
-# so the guide's own example validates. Anything else is a typo worth reporting.
+# The keys of the rl_config shape; those Crucible does not use are accepted and kept as given,
+# so a config written for another set-up in this shape validates. Anything else is a typo worth reporting.
 SECTIONS: dict[str, frozenset[str]] = {
     "model": frozenset({"base_model", "load_in_4bit", "torch_dtype"}),
     "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
@@ -116,7 +116,7 @@ def config_hash(config: dict[str, Any]) -> str:
 
 
 def _number(value: Any) -> float | None:
-    # YAML 1.1 reads `1e-6` (no dot) as a string; the guide writes learning rates that way.
+    # YAML 1.1 reads `1e-6` (no dot) as a string; configs often write learning rates that way.
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):

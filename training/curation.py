@@ -1,4 +1,4 @@
-"""Curation (seed §4.3): filter rules and a priority sampler produce a frozen TrainingSet.
+"""Curation: filter rules and a priority sampler produce a frozen TrainingSet.
 
 Every training set is verified: it is chosen by rewards Crucible computed under one named
 reward spec (recorded in the set's rule), never by what an imported file claims. A

@@ -160,7 +160,7 @@ def _grpo_row(task: Task, run_dir: Path) -> dict[str, Any]:
 
 
 def write_task_dir(task: Task, parent: Path) -> Path:
-    """The task in the guide's directory layout, for a scorer that has no database."""
+    """The task as a task directory (docs/formats.md "Task format"), for a scorer that has no database."""
     base, tests = tree_path(task.snapshot_hash), tree_path(task.tests_hash)
     if not base.is_dir() or not tests.is_dir():
         raise DataError(f"task {task.task_id}: its snapshot or tests are missing from the store under var/")

@@ -8,7 +8,7 @@ from tasks.models import Task, TaskSuite
 
 
 class Trajectory(models.Model):
-    """One agent attempt at one task: the guide's record plus provenance."""
+    """One agent attempt at one task: the trajectory record (docs/formats.md) plus provenance."""
 
     Termination = Termination
     Source = TrajectorySource
@@ -51,7 +51,7 @@ class Trajectory(models.Model):
     claimed = models.JSONField(default=dict, blank=True)
     source = models.CharField(max_length=16, choices=choices(TrajectorySource), default=Source.IMPORTED)
     step_count = models.PositiveIntegerField(default=0)
-    # Share of steps that repeat an earlier step's exact action (seed §4.3 "action validity").
+    # Share of steps that repeat an earlier step's exact action (the curation filter "action validity").
     duplicate_rate = models.FloatField(default=0.0)
     replay_report = models.JSONField(default=dict, blank=True)  # the last replay's comparison
     # Top-level keys this schema does not know, kept so an export gives them back.
@@ -188,7 +188,7 @@ class SavedFilter(models.Model):
 
 
 class RetentionRule(models.Model):
-    """Archive a suite's finished batches this many days after they finish (seed §8 "storage")."""
+    """Archive a suite's finished batches this many days after they finish (docs/deploy.md "Archive and retention")."""
 
     suite = models.OneToOneField(TaskSuite, on_delete=models.CASCADE, related_name="retention")
     archive_after_days = models.PositiveIntegerField()

@@ -121,7 +121,7 @@ def distinct_errors(batch: RolloutBatch) -> list[tuple[str, int]]:
 
 
 def batch_metrics(batch: RolloutBatch) -> BatchMetrics:
-    """Seed §8's three: trajectories per hour, sandbox start-up, step latency."""
+    """A batch's throughput figures (docs/scaling.md): trajectories per hour, sandbox start-up, step latency."""
     finished = batch.trajectories.filter(status=Trajectory.Status.FINISHED)
     span = finished.aggregate(first=Min("created_at"), last=Max("heartbeat_at"))
     hours = ((span["last"] - batch.started_at).total_seconds() / 3600) if span["last"] and batch.started_at else 0

@@ -1,4 +1,4 @@
-"""The trajectory JSONL record (DESIGN.md): checking one record and writing one back.
+"""The trajectory JSONL record (docs/formats.md): checking one record and writing one back.
 
 Plain Python, no Django: a trainer or a remote worker can read and write the format
 with the same rules. Every error names the line and the field, since records come
@@ -79,9 +79,9 @@ STEP_KEYS = frozenset(
 
 
 # What each action type's action_input may be. Tool form: the arguments of the agent's tool
-# (trajectories.tools.TOOLS), which is what Crucible records and what replay re-runs. Guide form
-# (seed §4.1): a bare string naming the primary argument, and edit_file as {"file", "patch"};
-# accepted so the guide's own records import as they are, though replay cannot re-run a
+# (trajectories.tools.TOOLS), which is what Crucible records and what replay re-runs. Shorthand
+# form (docs/formats.md): a bare string naming the primary argument, and edit_file as {"file", "patch"};
+# accepted so minimal records written by hand import as they are, though replay cannot re-run a
 # {"file", "patch"} edit (no tool takes a patch). Extra keys are tolerated: a model that adds
 # one still made the call the tool ran.
 ACTION_FORMS: dict[str, tuple[tuple[str, ...], ...]] = {
@@ -93,7 +93,7 @@ ACTION_FORMS: dict[str, tuple[tuple[str, ...], ...]] = {
     ActionType.RUN_TESTS: ((),),
     ActionType.SUBMIT: ((),),
 }
-# Action types whose guide form is a bare string (the primary argument, or a test target).
+# Action types whose shorthand form is a bare string (the primary argument, or a test target).
 STRING_FORMS = frozenset(
     {ActionType.READ_FILE, ActionType.RUN_COMMAND, ActionType.SEARCH, ActionType.RUN_TESTS, ActionType.SUBMIT}
 )
@@ -140,7 +140,7 @@ def _shapes(action_type: str) -> str:
 class StepFields(TypedDict):
     step: int
     action_type: str  # an ActionType value
-    # A string or an object, as recorded (guide-style records keep a bare string).
+    # A string or an object, as recorded (shorthand records keep a bare string).
     action_input: Any
     observation: str
     observation_truncated: bool
@@ -226,7 +226,7 @@ def parse_time(value: Any, lineno: int, where: str) -> datetime | None:
         parsed = datetime.fromisoformat(value)
     except ValueError:
         raise RecordError(lineno, f"{where} {value[:40]!r} is not an ISO-8601 time") from None
-    # A naive time is taken as UTC, which is what the guide's examples mean.
+    # A naive time is taken as UTC, which is what minimal records without a zone mean.
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 

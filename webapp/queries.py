@@ -91,7 +91,7 @@ def per_hour(finished: int, hours: float) -> float | None:
 
 
 def rollout_metrics(hours: int = HOURS) -> dict[str, Any]:
-    """Seed §8's three, over the last day of rollouts made here."""
+    """The dashboard's throughput figures (docs/scaling.md), over the last day of rollouts made here."""
     now = timezone.now()
     since = now - timedelta(hours=hours)
     recent = Trajectory.objects.filter(batch__isnull=False, status=Trajectory.Status.FINISHED, heartbeat_at__gte=since)
@@ -111,7 +111,7 @@ def rollout_metrics(hours: int = HOURS) -> dict[str, Any]:
 
 
 def training_throughput(since: datetime, now: datetime) -> float | None:
-    """Training throughput: optimizer steps per minute between logged metric rows (seed §8)."""
+    """Training throughput: optimizer steps per minute between logged metric rows (docs/scaling.md)."""
     steps, minutes = 0.0, 0.0
     for pairs in _metric_pairs(since, now).values():
         for (s0, t0), (s1, t1) in zip(pairs, pairs[1:], strict=False):

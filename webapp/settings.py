@@ -277,7 +277,7 @@ CRUCIBLE_S3_ENDPOINT_URL = envstr("CRUCIBLE_S3_ENDPOINT_URL", envstr("AWS_ENDPOI
 # A worker host keeps the task trees it fetched in var/store/trees, least recently used
 # dropped first above this size (only trees the object store also holds are ever dropped).
 CRUCIBLE_TREE_CACHE_BYTES = envint("CRUCIBLE_TREE_CACHE_BYTES", 20 * 1024**3)
-# The reward spec the reward service scores with (a YAML path); empty: the guide's defaults.
+# The reward spec the reward service scores with (a YAML path); empty: rewards/default_spec.yaml.
 CRUCIBLE_REWARD_SPEC = envstr("CRUCIBLE_REWARD_SPEC", "")
 # The bundled model for the hf policy: `make setup` converts it here once. Kept under the
 # project's var/ even when CRUCIBLE_VAR_DIR points elsewhere (tests), so it is made once.

@@ -1,4 +1,4 @@
-// Reward vs pass@k (seed §7.3): the training reward curve and each checkpoint's pass@k on one chart.
+// Reward vs pass@k (docs/training.md): the training reward curve and each checkpoint's pass@k on one chart.
 (function () {
   "use strict";
   const div = document.getElementById("reward-vs-pass");

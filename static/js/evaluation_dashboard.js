@@ -1,4 +1,4 @@
-// Dashboard (seed §8): sampling throughput, training throughput and sandbox start-up, hour by hour.
+// Dashboard (docs/scaling.md): sampling throughput, training throughput and sandbox start-up, hour by hour.
 (function () {
   "use strict";
   const tag = document.getElementById("dashboard-timeline");

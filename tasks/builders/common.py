@@ -1,4 +1,4 @@
-"""Writing task directories (DESIGN.md's format) from builders. Plain Python, no Django."""
+"""Writing task directories (docs/formats.md "Task format") from builders. Plain Python, no Django."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tasks from error logs (seed §3.3): a stack trace or failing test output plus a repository.
+"""Tasks from error logs: a stack trace or failing test output plus a repository.
 
 The statement is the log itself; the verifier is the failing test the log names (or
 the one given). An expected patch is optional: without one the task can be solved

@@ -1,4 +1,4 @@
-"""Historical task reconstruction (seed §3.1): commits that change code and tests.
+"""Historical task reconstruction: commits that change code and tests.
 
 Base = the commit's parent; expected patch = its non-test diff; hidden tests = its test
 files as the commit left them; statement = the commit message, or the issue it names.

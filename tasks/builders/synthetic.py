@@ -1,4 +1,4 @@
-"""Synthetic bug injection checked by mutation testing (seed §3.2).
+"""Synthetic bug injection checked by mutation testing.
 
 A mutant becomes a task only when the repository's own tests notice it: at least one
 test that passes on the original fails on the mutant, and nothing times out. The
@@ -141,7 +141,7 @@ def write_task(
             "fail_to_pass": found.killed,
             "pass_to_pass": found.still_passing,
             "tags": ["synthetic", *sorted({m.operator for m in found.mutants})],
-            # How the bug was made, for audit (seed §10.2: keep generation records).
+            # How the bug was made, for audit: generated data keeps the record of its generation.
             "mutation": [
                 {
                     "path": m.path,

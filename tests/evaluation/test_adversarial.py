@@ -1,4 +1,4 @@
-"""The adversarial suite (seed §7.2): it imports and validates, and the report gives a cheat rate."""
+"""The adversarial suite: it imports and validates, and the report gives a cheat rate."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dashboard (seed §8): throughput is per hour of rollout time, training steps per minute, over time."""
+"""Dashboard: throughput is per hour of rollout time, training steps per minute, over time."""
 
 from __future__ import annotations
 

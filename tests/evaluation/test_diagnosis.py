@@ -1,4 +1,4 @@
-"""Each row of the guide's reward-vs-pass@k table is triggered by a synthetic series (seed §7.3)."""
+"""Each row of the reward-vs-pass@k diagnosis table is triggered by a synthetic series."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The health page binds each row of the guide's troubleshooting table to a live signal (seed §9)."""
+"""The health page binds each row of the troubleshooting table to a live signal."""
 
 from __future__ import annotations
 

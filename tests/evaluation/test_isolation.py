@@ -1,4 +1,4 @@
-"""Eval isolation (seed §7.1): every kind of planted train/eval overlap is caught."""
+"""Eval isolation: every kind of planted train/eval overlap is caught."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ unscored rollout and scores it within its bound. Nobody runs anything by hand.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -39,6 +40,7 @@ def test_a_scoring_message_deleted_from_redis_is_redone_by_the_sweep_within_its_
         client.delete(queue)  # lost
     finally:
         client.close()
+    started = time.monotonic()
     worker = workers(
         "rewards",
         "--pool",
@@ -53,6 +55,7 @@ def test_a_scoring_message_deleted_from_redis_is_redone_by_the_sweep_within_its_
     # The bound: waiting longer than LOST_AFTER_S makes it lost; a sweep every SWEEP_S finds it;
     # then one scoring (seconds) and the worker's start-up, generous for a loaded machine.
     wait_for(scored, LOST_AFTER_S + SWEEP_S + 60, "the sweep to score the lost rollout", worker)
+    print(f"lost scoring redone {time.monotonic() - started:.1f} s after the worker was started")
     assert trajectory.final_reward == 1.0 and trajectory.success is True
     assert "never scored" in worker.tail(20000)  # the sweep said what it redid
     assert score_trajectory_job.name in worker.tail(20000)

@@ -13,14 +13,17 @@ from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from rewards.jobs import score_trajectory_job
 from rewards.models import Reward, RewardSanity
 from rewards.services import score_trajectory
+from rewards.spec import load_spec, parse_spec
 from sandbox import SandboxError
 from sandbox.backends.local import ALLOW_ENV as LOCAL_ALLOW_ENV
 from tasks.models import Task, TaskSuite
+from tasks.services import import_task_dirs
 from tests.conftest import DEMO
 from trajectories.batches import start_batch
 from trajectories.models import Trajectory
 from trajectories.replay import replay_trajectory
 from trajectories.runner import run_trajectory
+from trajectories.services import import_trajectories
 
 SCORE_KEYS = {"task_id", "reward", "resolved", "pass_rate", "tests", "flags", "breakdown"}
 
@@ -164,3 +167,37 @@ def test_a_finished_rollout_is_queued_for_scoring_once_its_row_is_committed(
     for callback in callbacks:
         callback()
     assert queued == [str(rollout.trajectory_id)]
+
+
+@pytest.mark.django_db
+def test_a_flag_found_in_the_steps_meets_the_specs_policy_like_the_verdicts_own(tmp_path: Path) -> None:
+    """`git_history_mining: zero` bounds a trajectory that mined the history, though its patch fixes the bug."""
+    import_task_dirs(DEMO / "tasks" / "task_0001", "mined")
+    task = Task.objects.get(task_id="task_0001")
+    trajectory_id = "5d1e2b3c-0000-4000-8000-000000000001"
+    record = {
+        "trajectory_id": trajectory_id,
+        "task_id": task.task_id,
+        "steps": [
+            {
+                "step": 1,
+                "action_type": "run_command",
+                "action_input": "git log -p --all",
+                "observation": "commit a1b2c3d",
+            },
+            {"step": 2, "action_type": "submit", "action_input": {}, "observation": ""},
+        ],
+        "patch": task.expected_patch,
+        "termination": "submitted",
+    }
+    path = tmp_path / "mined.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    import_trajectories(path)
+    anticheat = load_spec().raw["anticheat"]
+    policies = {**anticheat["policies"], "git_history_mining": "zero"}
+    strict = parse_spec({"name": "no-history", "anticheat": {**anticheat, "policies": policies}})
+    lenient = score_trajectory(trajectory_id, load_spec())
+    assert lenient.reward == 1.0 and "git_history_mining" in {f["detector"] for f in lenient.flags}
+    bounded = score_trajectory(trajectory_id, strict)
+    assert bounded.reward <= 0 and not bounded.resolved, bounded.breakdown
+    assert "zero" in bounded.breakdown["policies"]

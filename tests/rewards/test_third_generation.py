@@ -58,7 +58,7 @@ def test_a_cheat_that_has_read_the_scorer_is_denied_and_flagged(cheat: Cheat, cl
     result, took = score(task, patch_for(task, cheat))
     assert result.reward <= 0 and not result.resolved, result.to_json()
     assert result.flags, result.to_json()
-    assert took < 2 * TIMEOUT + 10  # both runs side by side, within the timeout, plus the set-up
+    assert took < TIMEOUT + 10, took  # the runs side by side: within the timeout, plus the set-up
 
 
 @pytest.mark.parametrize("name", [name for name, _ in HONEST])
@@ -112,3 +112,19 @@ def test_an_internal_failure_is_a_clear_scoring_error_not_a_traceback(monkeypatc
     task = task_spec("task_0001", timeout=TIMEOUT)
     with pytest.raises(ScoringError, match=r"^scoring failed: KeyError: 'planted'"):
         score_patch(task, task.expected_patch, SPEC, secret=SECRET)
+
+
+def test_a_scoring_workspace_has_one_file_time_so_no_run_tells_itself_apart(tmp_path: Path) -> None:
+    """The changed run's rewritten test files are written after the rest; a cheat comparing times
+    would know which run it is in. Levelling leaves every file and folder the same time."""
+    import os
+
+    from rewards.scoring import _level
+
+    (tmp_path / "tests").mkdir()
+    for age, name in enumerate(["pkg.py", "tests/test_a.py", "tests/test_hidden.py"]):
+        (tmp_path / name).write_text("x = 1\n")
+        os.utime(tmp_path / name, (1_000_000 + age * 1000, 1_000_000 + age * 1000))
+    _level(tmp_path)
+    times = {path.lstat().st_mtime_ns for path in [tmp_path, *tmp_path.rglob("*")]}
+    assert len(times) == 1

@@ -29,7 +29,7 @@ SMALL = Limits(
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    """A copy of the guide's example repository (configkit at its buggy base)."""
+    """A copy of the parse_config example repository (configkit at its buggy base)."""
     dest = tmp_path / "repo"
     shutil.copytree(DEMO_TASK / "repo_snapshot", dest)
     return dest

@@ -24,7 +24,7 @@ SLOW_TEST = "test_slow_step_for_cancel.py"  # a name no other process on the mac
 
 
 def slow_task(tmp_path: Path) -> Path:
-    """The guide's example task with a visible test that takes minutes: the oracle's run_tests step hangs."""
+    """The parse_config example task with a visible test that takes minutes: the oracle's run_tests step hangs."""
     task = tmp_path / "task_slow"
     shutil.copytree(DEMO / "tasks" / "task_0001", task)
     (task / "repo_snapshot" / "tests" / SLOW_TEST).write_text(

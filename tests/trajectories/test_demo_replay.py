@@ -1,5 +1,5 @@
 """The demo obeys the schema: every demo trajectory replays to the same observations, and its
-claimed outcomes are ones the scorer agrees with (the guide's example is no success)."""
+claimed outcomes are ones the scorer agrees with (the parse_config example is no success)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def test_every_demo_action_input_has_the_tools_schema() -> None:
     assert len(steps) > 50
     for trajectory_id, step in steps:
         assert action_input_error(step["action_type"], step["action_input"]) is None, (trajectory_id, step["step"])
-        # Tool form, not the guide's shorthand: an object the tool takes as is.
+        # Tool form, not the shorthand: an object the tool takes as is.
         assert isinstance(step["action_input"], dict), (trajectory_id, step["step"])
     assert {s["action_type"] for _, s in steps} >= {
         "read_file",

@@ -185,7 +185,7 @@ def test_import_and_export_work_on_sqlite_too(tmp_path: Path) -> None:
     exported = [json.loads(line) for line in out.read_text().splitlines()]
     original = json.loads(SEED.read_text())
     seed_exports = [e for e in exported if e["steps"][0]["observation"] == original["steps"][0]["observation"]]
-    assert seed_exports, "the guide's example was imported"
+    assert seed_exports, "the minimal example record was imported"
     assert_same_fields(original, seed_exports[0])
     bad = tmp_path / "bad.jsonl"
     bad.write_text(GOOD + "\n{oops\n")

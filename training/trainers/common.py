@@ -27,7 +27,7 @@ GRPO_MODES = ("single_turn", "agent")
 # A JSONL row bigger than this is a broken export, not a conversation (the limit bounds memory).
 MAX_ROW_BYTES = 16 * 1024 * 1024
 MAX_ROWS = 1_000_000
-# Saved configs must not claim a quantisation the weights no longer have (seed §6.3 load_in_4bit).
+# Saved configs must not claim a quantisation the weights no longer have (the config's model.load_in_4bit).
 DROPPED_CONFIG_KEYS = ("quantization_config",)
 # Trainer log keys -> the names the run page and the database use.
 METRIC_NAMES = {
@@ -241,7 +241,7 @@ def torch_dtype(config: TrainerConfig) -> Any:
 
 
 def training_arguments(config: TrainerConfig) -> dict[str, Any]:
-    """The TrainingArguments every kind shares, from the guide's rl section."""
+    """The TrainingArguments every kind shares, from the config's rl section."""
     import torch
 
     save = config.save_every_steps

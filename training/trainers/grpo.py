@@ -1,4 +1,4 @@
-"""Online RL (seed §4.2, §6.3): GRPO whose reward is Crucible's verified reward.
+"""Online RL: GRPO whose reward is Crucible's verified reward (docs/training.md).
 
 Two modes (`environment.mode`):
 - single_turn: the model is shown the statement and the files the task is about and writes a

@@ -1,4 +1,4 @@
-"""A reward model from people's preferences (seed §5.4): TRL's RewardTrainer on a preference export.
+"""A reward model from people's preferences: TRL's RewardTrainer on a preference export.
 
 The checkpoint is a sequence classifier with one output (`num_labels=1`): the score a reward
 spec can weigh in as one component. Pairs longer than rl.max_length are dropped by TRL and

@@ -1,4 +1,4 @@
-"""Rejection-sampling fine-tuning (seed §4.2): SFT on verified successful trajectories.
+"""Rejection-sampling fine-tuning: SFT on verified successful trajectories (docs/training.md).
 
 Each row is one trajectory as the chat the agent had (`trajectories.conversation`), rendered with
 the same tool-call template the `hf` policy prompts with. Loss only on the assistant's tokens:

@@ -7,7 +7,7 @@ from typing import Any
 from core.vocabulary import ActionType, PolicyKind
 from trajectories.policies.base import Message, Policy, PolicyOutput, ToolCall
 
-# Guide-style records keep a bare string as the action input; this is the argument it means.
+# Shorthand records keep a bare string as the action input; this is the argument it means.
 PRIMARY_ARGUMENT: dict[str, str] = {
     ActionType.READ_FILE: "path",
     ActionType.RUN_COMMAND: "command",

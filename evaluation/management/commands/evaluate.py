@@ -31,7 +31,7 @@ SCORE_POLL_SECONDS = 0.5
 
 class Command(BaseCommand):
     help = (
-        "pass@k of a policy or checkpoint on an eval suite (seed §7.1). Refuses a suite that overlaps "
+        "pass@k of a policy or checkpoint on an eval suite isolated from training. Refuses a suite that overlaps "
         "training data unless --force. Samples here, as `rollout` does, then waits for the reward service "
         "(a worker on the `rewards` queue) to score every sample: only verified successes count."
     )

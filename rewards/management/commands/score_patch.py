@@ -36,7 +36,11 @@ class Command(BaseCommand):
         parser.add_argument("--task", required=True, help="task id, or a task directory")
         parser.add_argument("--patch", required=True, type=Path)
         parser.add_argument("--json", action="store_true")
-        parser.add_argument("--spec", default=None, help="reward spec YAML (default: the guide's weights)")
+        parser.add_argument(
+            "--spec",
+            default=None,
+            help="reward spec YAML (default: CRUCIBLE_REWARD_SPEC, else rewards/default_spec.yaml)",
+        )
         parser.add_argument(
             "--backend",
             choices=values(BackendName),

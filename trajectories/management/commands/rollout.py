@@ -87,7 +87,7 @@ class RedisWatch:
 
 class Command(BaseCommand):
     help = (
-        "Sample trajectories for every task of a suite (the guide's sample_trajectories.py). "
+        "Sample trajectories for every task of a suite. "
         "Runs here, not on a worker; then waits for the reward service (a worker on the `rewards` queue) "
         "to score them and writes their JSONL with the scored rewards; run it again to resume after Ctrl-C."
     )

@@ -41,13 +41,13 @@ class Command(BaseCommand):
             traj = import_trajectories(DEMO_DIR / "trajectories.jsonl")
             self.stdout.write(f"demo trajectories: {traj.created}")
             # What the demo files say about their outcomes is only claimed; the reward service's
-            # scores (once a worker runs) are what the pages set beside them, e.g. the guide's
+            # scores (once a worker runs) are what the pages set beside them, e.g. the parse_config
             # example, which claims no success, and the reward hack, which claims one it lacks.
             demo = Trajectory.objects.filter(suite__name="demo").values_list("trajectory_id", flat=True)
             ids = [str(t) for t in demo]
             transaction.on_commit(lambda: [score_trajectory_job.delay(i) for i in ids])
         if not TaskSuite.objects.filter(name="demo-adversarial").exists():
-            # Seed §7.2: traps whose passes (or flags) give each policy's cheat rate.
+            # Adversarial traps (docs/formats.md): their passes (or flags) give each policy's cheat rate.
             result = import_task_dirs(DEMO_DIR / "adversarial", "demo-adversarial", "adversarial")
             self.stdout.write(f"adversarial suite: {result.created} tasks")
         var = Path(settings.VAR_DIR)
