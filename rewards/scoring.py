@@ -187,8 +187,11 @@ def _score(
             if method is None:
                 flags.append(Flag("patch_does_not_apply", "the patch does not apply to the base snapshot"))
             else:
+                touched_paths = sorted({q for f in admission.kept for q in (f.old_path, f.new_path) if q})
                 for other in boxes[1:]:
-                    _apply(other, admission.kept_text())
+                    # The same result as applying again, without a second and third git baseline.
+                    if not _mirror(box.workspace, other.workspace, touched_paths):
+                        _apply(other, admission.kept_text())
         # Evidence for people, read from the files as they stand after the patch (lines the base
         # already had are not blamed on the agent), in a bounded child process beside the runs.
         # A copy of the changed files, taken before anything runs: the runs may rewrite them.
@@ -288,6 +291,38 @@ def _copy_sorted(source: Path, dest: Path) -> None:
             _copy_sorted(entry, target)
         else:
             shutil.copy2(entry, target)
+
+
+def _mirror(source: Path, target: Path, paths: list[str]) -> bool:
+    """Make each of `paths` in `target` what it is in `source` (a file with its mode, a link, or
+    absent). False, with nothing promised, where a path would be written through a link or leave
+    the tree: the caller applies the patch there instead."""
+    root, source_root = target.resolve(), source.resolve()
+    for rel in paths:  # every path checked before any is written: a refusal leaves `target` as it was
+        src, dst = source / rel, target / rel
+        if not dst.parent.resolve().is_relative_to(root) or not src.parent.resolve().is_relative_to(source_root):
+            return False
+        if dst.exists() and not dst.is_symlink() and not dst.is_file():
+            return False  # a folder where the patch names a file
+    for rel in paths:
+        src, dst = source / rel, target / rel
+        if dst.is_symlink() or dst.is_file():
+            dst.unlink()
+        if src.is_symlink():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.readlink(src), dst)
+        elif src.is_file():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dst)
+        else:
+            _prune_empty(dst.parent, root)  # git apply removes a folder it emptied
+    return True
+
+
+def _prune_empty(folder: Path, root: Path) -> None:
+    while folder.resolve() != root and folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+        folder = folder.parent
 
 
 def _level(workspace: Path) -> None:

@@ -59,7 +59,7 @@ def scan_sources_bounded(
             capture_output=True,
             timeout=deadline_s,
             cwd=PROJECT_ROOT,
-            env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+            env=_child_environment(),
             check=False,
         )
     except subprocess.TimeoutExpired:
@@ -75,6 +75,16 @@ def scan_sources_bounded(
         )
     except (ValueError, KeyError, TypeError) as exc:
         return _overrun(wanted, f"the static scan's answer could not be read ({type(exc).__name__})")
+
+
+def _child_environment() -> dict[str, str]:
+    """The scorer's environment, with compiled modules kept in the deployment's var folder: a scan
+    child per verdict that compiled the scanner from source each time spent a third of its life on it.
+    Not in the source tree (it may be read-only) and not in a shared temp folder (whoever can write
+    there could plant a compiled module the scorer would run)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    var = Path(os.environ.get("CRUCIBLE_VAR_DIR") or PROJECT_ROOT / "var")
+    return {**env, "PYTHONPATH": str(PROJECT_ROOT), "PYTHONPYCACHEPREFIX": str(var / "pycache")}
 
 
 def _overrun(paths: list[str], why: str) -> SourceScan:
