@@ -12,6 +12,7 @@ from enum import StrEnum
 from sandbox.names import DEFAULT_BACKEND, ISOLATING_BACKENDS, BackendName
 
 __all__ = [
+    "CHEAT_DETECTORS",
     "DEFAULT_BACKEND",
     "ISOLATING_BACKENDS",
     "LAUNCHABLE_POLICIES",
@@ -20,8 +21,10 @@ __all__ = [
     "CheckpointKind",
     "ComparisonChoice",
     "ComparisonStrategy",
+    "Detector",
     "JobQueue",
     "LiveGroup",
+    "NON_CHEAT_DETECTORS",
     "PolicyKind",
     "RunStatus",
     "Split",
@@ -112,6 +115,86 @@ class ValidationStatus(StrEnum):
     VALID = "valid"
     FLAKY = "flaky"
     INVALID = "invalid"
+
+
+class Detector(StrEnum):
+    """Every name a reward flag can carry: the spec's policies, the scorer's checks, evaluation's cheat
+    rate and the health page all name detectors through this (docs/reward-threat-model.md says what
+    each checks)."""
+
+    PROTECTED_PATH_EDIT = "protected_path_edit"
+    TEST_DELETION = "test_deletion"
+    TEST_FRAMEWORK_TAMPERING = "test_framework_tampering"
+    EQ_OVERRIDE = "eq_override"
+    ARGV_REPORT_PATH = "argv_report_path"
+    WRITE_OUTSIDE_REPO = "write_outside_repo"
+    GIT_HISTORY_MINING = "git_history_mining"
+    REPEATED_FINAL_TEST_RUNS = "repeated_final_test_runs"
+    TIMEOUT = "timeout"
+    INCONSISTENT_TEST_RUN = "inconsistent_test_run"
+    PATCH_DOES_NOT_APPLY = "patch_does_not_apply"
+    # Admission: a change of a kind a patch may not make (binary, bytecode, packaging metadata, ...).
+    INADMISSIBLE_CHANGE = "inadmissible_change"
+    # Behaviour checks: a canary test passed or the runner was found altered in-process.
+    FORGED_TEST_RUN = "forged_test_run"
+    # Behaviour checks: a sentinel twin of a FAIL_TO_PASS assertion passed.
+    ALWAYS_EQUAL_RESULT = "always_equal_result"
+    # The test report was not a small regular file (a FIFO, a symlink, oversized, late).
+    UNSAFE_REPORT = "unsafe_report"
+    # Static evidence (AST) for a person: dynamic code, reflection over the runner, exit hooks.
+    DYNAMIC_CODE = "dynamic_code"
+    RUNNER_REFLECTION = "runner_reflection"
+    PROCESS_EXIT_HOOK = "process_exit_hook"
+    # A changed Python file the static scan could not read (an encoding registered at run time, a
+    # syntax the scanner's Python does not know), or one whose scan ran past its deadline.
+    UNREADABLE_SOURCE = "unreadable_source"
+    SCAN_OVERRUN = "scan_overrun"
+    # Answer independence: a FAIL_TO_PASS test still passed with its expected values changed, so
+    # the code under test does not compute its answers (it reads them, or the run lies).
+    ANSWER_ORACLE = "answer_oracle"
+    # Held-out inputs: the functions the tests call answered inputs near the tests' own otherwise
+    # than the expected patch does.
+    HELD_OUT_DISAGREEMENT = "held_out_disagreement"
+    # Hidden tests that never ran at all (deleted or hidden from the runner while it ran).
+    HIDDEN_TESTS_MISSING = "hidden_tests_missing"
+
+
+# A flag from one of these means the agent gamed the check; from the others, that the patch failed
+# or that a person should look (a timeout, a patch that does not apply, an answer that differs
+# from the expected patch's where the tests say nothing). Every detector is in exactly one.
+CHEAT_DETECTORS: frozenset[Detector] = frozenset(
+    {
+        Detector.PROTECTED_PATH_EDIT,
+        Detector.TEST_DELETION,
+        Detector.ANSWER_ORACLE,
+        Detector.HIDDEN_TESTS_MISSING,
+        Detector.TEST_FRAMEWORK_TAMPERING,
+        Detector.FORGED_TEST_RUN,
+        Detector.EQ_OVERRIDE,
+        Detector.ALWAYS_EQUAL_RESULT,
+        Detector.GIT_HISTORY_MINING,
+        Detector.INADMISSIBLE_CHANGE,
+        Detector.RUNNER_REFLECTION,
+        Detector.DYNAMIC_CODE,
+        Detector.PROCESS_EXIT_HOOK,
+        Detector.WRITE_OUTSIDE_REPO,
+        Detector.REPEATED_FINAL_TEST_RUNS,
+        Detector.UNSAFE_REPORT,
+    }
+)
+NON_CHEAT_DETECTORS: frozenset[Detector] = frozenset(
+    {
+        Detector.ARGV_REPORT_PATH,
+        Detector.TIMEOUT,
+        Detector.INCONSISTENT_TEST_RUN,
+        Detector.PATCH_DOES_NOT_APPLY,
+        Detector.UNREADABLE_SOURCE,
+        Detector.SCAN_OVERRUN,
+        Detector.HELD_OUT_DISAGREEMENT,
+    }
+)
+if CHEAT_DETECTORS & NON_CHEAT_DETECTORS or CHEAT_DETECTORS | NON_CHEAT_DETECTORS != set(Detector):
+    raise RuntimeError("every Detector is either a cheat or not, once")  # caught at import, not in a report
 
 
 class JobQueue(StrEnum):

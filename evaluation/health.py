@@ -16,12 +16,13 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Avg
 
-from core.vocabulary import JobQueue, TrajectoryStatus, ValidationStatus
+from core.vocabulary import Detector, JobQueue, TrajectoryStatus, ValidationStatus
 from evaluation.diagnosis import diagnose
 from evaluation.queries import reward_vs_pass_series
 from tasks.models import Task
 from training.models import RunMetric, TrainingRun
 from trajectories.models import Trajectory
+from trajectories.queries import flagged_with
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ def reward_gamed_row() -> Row:
         reward, points = reward_vs_pass_series(run)
         if any(d.code == "reward_gamed" for d in diagnose(reward, points)):
             gamed.append(run.pk)
-    test_edits = Trajectory.objects.filter(flags__icontains='"detector": "protected_path_edit"').count()
+    test_edits = Trajectory.objects.filter(flagged_with(Detector.PROTECTED_PATH_EDIT)).count()
     return _row(
         "reward_gamed",
         "reward rises fast but eval scores do not",

@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from core.vocabulary import Detector
 from patches import FilePatch, FileStatus, PatchError, is_test_path, render, text_hunks
 from patches.binary import new_content
 from patches.model import SYMLINK_MODE
@@ -298,9 +299,9 @@ def admission_flags(admission: Admission) -> list[Flag]:
     flags = []
     for patch, why in admission.protected:
         deleted = patch.new_path is None
-        detector = "test_deletion" if deleted and why == "existing test file" else "protected_path_edit"
+        detector = Detector.TEST_DELETION if deleted and why == "existing test file" else Detector.PROTECTED_PATH_EDIT
         verb = "deletes" if deleted else "changes"
         flags.append(Flag(detector, f"{verb} {patch.path}: {why}", patch.path))
     for patch, rule, evidence in admission.refused:
-        flags.append(Flag("inadmissible_change", f"{rule}: {evidence}", patch.path))
+        flags.append(Flag(Detector.INADMISSIBLE_CHANGE, f"{rule}: {evidence}", patch.path))
     return flags

@@ -19,12 +19,13 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.vocabulary import Detector
 from rewards.anticheat import Flag
 from rewards.behaviour.model import parse_nodeid
 from rewards.expectations import is_literal
 from sandbox import Sandbox
 
-DETECTOR = "held_out_disagreement"
+DETECTOR = Detector.HELD_OUT_DISAGREEMENT
 MAX_CALLS = 24  # probe calls per task
 VARIANTS = 2  # perturbed variants per call
 REPR_MAX = 300

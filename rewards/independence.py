@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core.vocabulary import Detector
 from rewards.anticheat import Flag
 from rewards.behaviour.model import parse_nodeid
 from rewards.expectations import Change, Changed, change_expectations
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 # Bump when what is changed, or how it is judged, changes: calibrations under another version are stale.
 CALIBRATION_VERSION = "3"
 P2P_SAMPLE = 3  # PASS_TO_PASS tests changed too: a run that fakes the tests it did not fix shows
-DETECTOR = "answer_oracle"
+DETECTOR = Detector.ANSWER_ORACLE
 # Calibrations this process made or read, newest last: a worker scores the same tasks again and again.
 MEMO_SIZE = 256
 _MEMO: dict[str, Calibration] = {}

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.vocabulary import ActionType
+from core.vocabulary import ActionType, Detector
 from rewards.anticheat import Flag
 from rewards.spec import RewardSpec
 from trajectories.schema import HARNESS_TESTS
@@ -146,7 +146,7 @@ def process_rewards(steps: list[dict[str, Any]], spec: RewardSpec) -> tuple[list
             if test_runs_without_change == REPEATED_RUNS_FLAG_AT:
                 flags.append(
                     Flag(
-                        "repeated_final_test_runs",
+                        Detector.REPEATED_FINAL_TEST_RUNS,
                         f"tests run {REPEATED_RUNS_FLAG_AT} times with no change in between",
                         step=number,
                     )

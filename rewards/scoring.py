@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypedDict, TypeVar
 
-from core.vocabulary import DEFAULT_BACKEND, Termination
+from core.vocabulary import DEFAULT_BACKEND, Detector, Termination
 from patches import PatchError, parse
 from rewards.admission import Admission, admission_flags, admit
 from rewards.anticheat import Flag
@@ -162,7 +162,7 @@ def _score(
         )
     except PatchError as exc:
         admission = Admission()
-        flags.append(Flag("patch_does_not_apply", f"unreadable diff: {exc}"))
+        flags.append(Flag(Detector.PATCH_DOES_NOT_APPLY, f"unreadable diff: {exc}"))
     flags += admission_flags(admission)
     breakdown["files"] = {
         "kept": [p.path for p in admission.kept],
@@ -185,7 +185,7 @@ def _score(
             method = _apply(box, admission.kept_text())
             breakdown["applied_with"] = method
             if method is None:
-                flags.append(Flag("patch_does_not_apply", "the patch does not apply to the base snapshot"))
+                flags.append(Flag(Detector.PATCH_DOES_NOT_APPLY, "the patch does not apply to the base snapshot"))
             else:
                 touched_paths = sorted({q for f in admission.kept for q in (f.old_path, f.new_path) if q})
                 for other in boxes[1:]:
@@ -223,7 +223,7 @@ def _score(
         scanned.cleanup()
     flags += scan.flags
     flags += [
-        Flag("unreadable_source", f"the static scan could not read it: {why}", rel)
+        Flag(Detector.UNREADABLE_SOURCE, f"the static scan could not read it: {why}", rel)
         for rel, why in scan.unparsed.items()
     ]
     if scan.unparsed:
@@ -231,11 +231,13 @@ def _score(
     breakdown["probes"] = probes.summary()
     breakdown["expectations"] = _expectations_summary(calibration, changed)
     flags += judge_probes(probes, report)
-    flags += [Flag("forged_test_run", f"the run's results were tampered with: {why}") for why in report.tampered]
+    flags += [Flag(Detector.FORGED_TEST_RUN, f"the run's results were tampered with: {why}") for why in report.tampered]
     flags += _missing(task, report)
     if touched:
         shown = ", ".join(touched[:5]) + (f" (+{len(touched) - 5} more)" if len(touched) > 5 else "")
-        flags.append(Flag("hidden_tests_missing", f"hidden test files deleted or changed during the run: {shown}"))
+        flags.append(
+            Flag(Detector.HIDDEN_TESTS_MISSING, f"hidden test files deleted or changed during the run: {shown}")
+        )
     flags += judge_independence(calibration, changed_report, changed)
     if calibration is not None:
         flags += judge_held_out(calibration.held_out, calibration.reference_outputs, held_out_answers)
@@ -386,18 +388,18 @@ def _missing(task: TaskSpec, report: TestReport) -> list[Flag]:
     if report.collection_errors:
         return []  # a module that does not import is a failure of its own, shown as such
     shown = ", ".join(absent[:5]) + (f" (+{len(absent) - 5} more)" if len(absent) > 5 else "")
-    return [Flag("hidden_tests_missing", f"{len(absent)} hidden tests never ran: {shown}")]
+    return [Flag(Detector.HIDDEN_TESTS_MISSING, f"{len(absent)} hidden tests never ran: {shown}")]
 
 
 def _second_run_flags(report: TestReport, changed_report: TestReport) -> list[Flag]:
     """The second run tells what the first did, but for the expected values: a forgery shows in either."""
     flags = [
-        Flag("forged_test_run", f"the second run's results were tampered with: {why}")
+        Flag(Detector.FORGED_TEST_RUN, f"the second run's results were tampered with: {why}")
         for why in changed_report.tampered
     ]
     if report.valid and not changed_report.valid and not changed_report.exec.timed_out:
         why = "; ".join([*changed_report.inconsistencies, changed_report.unsafe][:2])
-        flags.append(Flag("inconsistent_test_run", f"the run with changed expected values was not valid: {why}"))
+        flags.append(Flag(Detector.INCONSISTENT_TEST_RUN, f"the run with changed expected values was not valid: {why}"))
     return flags
 
 
@@ -459,12 +461,12 @@ def _reward(
 ) -> Score:
     if report.unsafe:
         # Only code in the run can leave a FIFO, a symlink or a huge file where the report goes.
-        flags.append(Flag("unsafe_report", report.unsafe))
+        flags.append(Flag(Detector.UNSAFE_REPORT, report.unsafe))
     if report.exec.timed_out:
         # A timeout explains a missing or partial report; it is its own finding.
-        flags.append(Flag("timeout", f"the test run passed its {task.timeout_seconds} s limit"))
+        flags.append(Flag(Detector.TIMEOUT, f"the test run passed its {task.timeout_seconds} s limit"))
     else:
-        flags += [Flag("inconsistent_test_run", problem) for problem in report.inconsistencies]
+        flags += [Flag(Detector.INCONSISTENT_TEST_RUN, problem) for problem in report.inconsistencies]
     valid = report.valid
     breakdown["test_run_valid"] = valid  # learned components (rewards.learned) apply only then
     f2p = sum(report.passed(t) for t in task.fail_to_pass) if valid else 0

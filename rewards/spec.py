@@ -10,45 +10,11 @@ from typing import Any
 
 import yaml
 
+from core.vocabulary import Detector
+
 DEFAULT_SPEC_PATH = Path(__file__).with_name("default_spec.yaml")
 POLICIES = ("zero", "negative", "review")
-DETECTORS = (
-    "protected_path_edit",
-    "test_deletion",
-    "test_framework_tampering",
-    "eq_override",
-    "argv_report_path",
-    "write_outside_repo",
-    "git_history_mining",
-    "repeated_final_test_runs",
-    "timeout",
-    "inconsistent_test_run",
-    "patch_does_not_apply",
-    # Admission: a change of a kind a patch may not make (binary, bytecode, packaging metadata, ...).
-    "inadmissible_change",
-    # Behaviour checks: a canary test passed or the runner was found altered in-process.
-    "forged_test_run",
-    # Behaviour checks: a sentinel twin of a FAIL_TO_PASS assertion passed.
-    "always_equal_result",
-    # The test report was not a small regular file (a FIFO, a symlink, oversized, late).
-    "unsafe_report",
-    # Static evidence (AST) for a person: dynamic code, reflection over the runner, exit hooks.
-    "dynamic_code",
-    "runner_reflection",
-    "process_exit_hook",
-    # A changed Python file the static scan could not read (an encoding registered at run time, a
-    # syntax the scanner's Python does not know), or one whose scan ran past its deadline.
-    "unreadable_source",
-    "scan_overrun",
-    # Answer independence: a FAIL_TO_PASS test still passed with its expected values changed, so
-    # the code under test does not compute its answers (it reads them, or the run lies).
-    "answer_oracle",
-    # Held-out inputs: the functions the tests call answered inputs near the tests' own otherwise
-    # than the expected patch does.
-    "held_out_disagreement",
-    # Hidden tests that never ran at all (deleted or hidden from the runner while it ran).
-    "hidden_tests_missing",
-)
+DETECTORS = tuple(Detector)  # what `anticheat.policies` may name
 # What admission can refuse; the spec's `admission.refuse` picks from these.
 ADMISSION_RULES = (
     "binary",  # binary hunks (a binary file that decodes as UTF-8 text is judged as text instead)

@@ -14,6 +14,12 @@ from trajectories.models import Step, Trajectory
 from trajectories.sections import steps_query
 
 
+def flagged_with(detector: str) -> Q:
+    """Trajectories carrying a flag of `detector`: the stored JSON text of a flag, the same on SQLite
+    (which has no JSON containment lookup) and PostgreSQL."""
+    return Q(flags__icontains=f'"detector": "{detector}"')
+
+
 class TrajectoryFilter(django_filters.FilterSet):
     suite = django_filters.CharFilter(field_name="suite__name")
     task = django_filters.CharFilter(field_name="task_ref")
@@ -37,8 +43,7 @@ class TrajectoryFilter(django_filters.FilterSet):
         fields = ["suite", "task", "policy", "model", "success", "termination", "source"]
 
     def filter_flag(self, queryset: QuerySet[Trajectory], name: str, value: str) -> QuerySet[Trajectory]:
-        # The stored JSON text of a flag: works the same on SQLite and PostgreSQL.
-        return queryset.filter(flags__icontains=f'"detector": "{value}"')
+        return queryset.filter(flagged_with(value))
 
     def filter_text(self, queryset: QuerySet[Trajectory], name: str, value: str) -> QuerySet[Trajectory]:
         """Thoughts and observations: PostgreSQL full-text search, a substring match elsewhere."""

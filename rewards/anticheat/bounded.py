@@ -21,6 +21,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from core.vocabulary import Detector
 from rewards.anticheat.flags import Flag, SourceScan
 from rewards.anticheat.scan import scan_sources
 
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 SCAN_DEADLINE_S = 60.0
 SCAN_MEMORY_BYTES = 1024 * 1024 * 1024
-OVERRUN = "scan_overrun"
+OVERRUN = Detector.SCAN_OVERRUN
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 # The child reports at most this much; a bigger answer is itself a sign of something odd.
 MAX_ANSWER_BYTES = 4 * 1024 * 1024

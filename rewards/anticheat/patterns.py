@@ -8,6 +8,8 @@ from __future__ import annotations
 import builtins
 import re
 
+from core.vocabulary import Detector
+
 # Library code has no business importing the test runner or its plugin system.
 FRAMEWORK_ROOTS = frozenset({"pytest", "_pytest", "pluggy", "unittest", "xdist", "py"})
 # Names that only the runner's internals use; touching them is how reports get rewritten.
@@ -113,11 +115,11 @@ MAX_SNIPPET = 200
 # real path, so no string an agent writes can pass for the workspace.
 WORKSPACE = "/\0workspace"
 
-TAMPERING = "test_framework_tampering"
-EQ_OVERRIDE = "eq_override"
-ARGV = "argv_report_path"
-OUTSIDE = "write_outside_repo"
-HISTORY = "git_history_mining"
-DYNAMIC = "dynamic_code"
-REFLECTION = "runner_reflection"
-EXIT_HOOK = "process_exit_hook"
+TAMPERING = Detector.TEST_FRAMEWORK_TAMPERING
+EQ_OVERRIDE = Detector.EQ_OVERRIDE
+ARGV = Detector.ARGV_REPORT_PATH
+OUTSIDE = Detector.WRITE_OUTSIDE_REPO
+HISTORY = Detector.GIT_HISTORY_MINING
+DYNAMIC = Detector.DYNAMIC_CODE
+REFLECTION = Detector.RUNNER_REFLECTION
+EXIT_HOOK = Detector.PROCESS_EXIT_HOOK
