@@ -12,7 +12,6 @@ import contextlib
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,7 @@ import docker
 import docker.errors
 
 from sandbox.backends.docker import LABEL
+from sandbox.process import stop_group
 
 logger = logging.getLogger(__name__)
 
@@ -149,15 +149,7 @@ def _remove_sandbox_containers(base_url: str) -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError):  # already gone: the wait returns at once
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            logger.warning("podman service pid %d: still running %.0f s after %s", proc.pid, wait_s, sig.name)
-            continue
+    stop_group(proc, term_wait_s=10.0)
 
 
 def _unmount_under(root: Path) -> None:

@@ -223,10 +223,7 @@ class _Process:
         return Exit(code, out_of_memory=self.out_of_memory)
 
     def kill(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # the whole group already exited and was reaped
+        signal_group(self.proc.pid, signal.SIGKILL)  # False: the whole group already exited
         self.proc.wait()
 
     def close(self) -> None:
@@ -237,15 +234,36 @@ class _Process:
         self.proc.stderr.close()
 
 
+def signal_group(pgid: int, sig: int) -> bool:
+    """Send `sig` to a whole process group; False when the group is gone or not ours to signal
+    (a setuid program changed its uid: a cgroup, where there is one, still gets it)."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError as exc:
+        logger.warning("process group %d: cannot signal it: %s", pgid, exc)
+        return False
+    return True
+
+
+def stop_group(proc: subprocess.Popen[bytes], term_wait_s: float, kill_wait_s: float = 10.0) -> None:
+    """Stop a service started in its own session: SIGTERM its group (it may have spawned workers),
+    SIGKILL what is left after `term_wait_s`, and reap it."""
+    for sig, wait_s in ((signal.SIGTERM, term_wait_s), (signal.SIGKILL, kill_wait_s)):
+        if proc.poll() is not None:
+            return
+        signal_group(proc.pid, sig)
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            logger.warning("pid %d: still running %.0f s after %s", proc.pid, wait_s, signal.Signals(sig).name)
+
+
 def _kill_tree(proc: subprocess.Popen[bytes], cgroup: CommandGroup | None) -> None:
     """Nothing the command started outlives the call: its session, then its cgroup."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # nothing of the session is left
-    except PermissionError as exc:
-        # A setuid program changed its uid; the cgroup (when there is one) still gets it.
-        logger.warning("pid %d: cannot kill its process group: %s", proc.pid, exc)
+    signal_group(proc.pid, signal.SIGKILL)
     if proc.returncode is None:
         proc.wait()
     if cgroup is not None:

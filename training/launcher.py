@@ -35,6 +35,7 @@ from core import states
 from core.live import publish_on_commit
 from core.objectstore import StoreError
 from core.vocabulary import CheckpointKind, RunStatus, Termination, TrajectorySource, TrajectoryStatus
+from rewards.services import probe_secret
 from tasks.models import Task
 from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model, local_checkpoint, publish_checkpoint
 from training.models import Checkpoint, RunMetric, TrainingRun
@@ -61,6 +62,18 @@ TEXT_LIMIT = 200_000
 DRAIN_SECONDS = 1.0
 MAX_ROLLOUT_STEPS = 200  # a rollout's completion or patch, as stored
 EOF = object()
+
+
+def trainer_environment() -> dict[str, str]:
+    """The trainer's environment: ours, plus the reward service's probe key, so that the rewards a
+    GRPO run scores in-process are the verdicts the reward service would give (the same probes, the
+    same changed values), not a second scorer keyed by chance."""
+    return {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "CRUCIBLE_PROBE_SECRET": probe_secret().hex(),
+    }
 
 
 def trainer_command(directory: Path) -> list[str]:
@@ -347,7 +360,7 @@ def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
             stdin=subprocess.DEVNULL,
             # Its own process group: cancel stops accelerate and every process it started.
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"},
+            env=trainer_environment(),
         )
     except OSError as exc:
         return _finish(run, follower, RunStatus.FAILED, f"could not start the trainer: {exc}")

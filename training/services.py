@@ -32,6 +32,7 @@ from core.objectstore import StoreError
 from core.storage import object_store, remote_storage, sha256_file
 from core.sweep import SweepContext
 from core.vocabulary import LiveGroup, RunStatus
+from sandbox.process import signal_group
 from training import data
 from training.config import RunConfig, check, config_hash, parse
 from training.models import Checkpoint, TrainingRun
@@ -183,17 +184,6 @@ def enqueue_run(run_pk: int) -> None:
     run_training_job.delay(run_pk)
 
 
-def _signal_group(pgid: int, sig: int) -> bool:
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        logger.warning("not allowed to signal process group %s", pgid)
-        return False
-    return True
-
-
 def _group_alive(pgid: int) -> bool:
     for proc in psutil.process_iter(["pid"]):
         try:
@@ -207,7 +197,7 @@ def _group_alive(pgid: int) -> bool:
 def stop_process_group(pgid: int, grace: float = CANCEL_GRACE_SECONDS) -> None:
     """SIGTERM the whole group (accelerate and every trainer process under it), SIGKILL what is
     still there after `grace` seconds."""
-    if not _signal_group(pgid, signal.SIGTERM):
+    if not signal_group(pgid, signal.SIGTERM):
         return
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
@@ -215,7 +205,7 @@ def stop_process_group(pgid: int, grace: float = CANCEL_GRACE_SECONDS) -> None:
             return
         time.sleep(0.1)
     logger.warning("process group %s outlived SIGTERM by %.0f s; killing it", pgid, grace)
-    _signal_group(pgid, signal.SIGKILL)
+    signal_group(pgid, signal.SIGKILL)
 
 
 def _on_this_host(run: TrainingRun) -> bool:

@@ -18,7 +18,7 @@ from core.vocabulary import DEFAULT_BACKEND, ActionType, Termination
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
 from sandbox.environments import Environment
-from trajectories.policies.base import Message, Policy, PolicyError, ToolCall
+from trajectories.policies.base import CANCELLED, Message, Policy, PolicyError, ToolCall
 from trajectories.schema import AgentStep, action_input_error
 from trajectories.tools import TOOL_ACTION_TYPES, TOOLS, bound, run_tool
 
@@ -28,8 +28,6 @@ SYSTEM_PROMPT = """You are a software engineer fixing a bug in a Python reposito
 You work through tools: read files, search, edit or write files, run commands and tests.
 Call exactly one tool per reply. When the repository is fixed, call submit.
 The repository is your current directory; there is no network."""
-# The error of an episode stopped because its batch was cancelled.
-CANCELLED = "cancelled"
 
 
 @dataclass(kw_only=True)

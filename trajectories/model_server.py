@@ -9,7 +9,6 @@ with anything it spawned.
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from sandbox.process import stop_group
 
 
 @dataclass
@@ -63,16 +64,7 @@ def _serve_command(model_dir: str, port: int) -> list[str]:
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)  # the group: uvicorn may have spawned workers
-        proc.wait(timeout=15)
-    except ProcessLookupError:
-        return
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=5)
+    stop_group(proc, term_wait_s=15.0, kill_wait_s=5.0)  # the group: uvicorn may have spawned workers
 
 
 @contextmanager

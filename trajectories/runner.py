@@ -16,6 +16,7 @@ from core import states
 from core.live import publish_on_commit
 from sandbox import SandboxError
 from sandbox.core import sandboxes_root
+from sandbox.process import signal_group
 from tasks.models import Task
 from tasks.services import TaskStoreError, task_spec_for
 from tasks.spec import task_environment
@@ -189,8 +190,7 @@ def kill_sandbox_commands() -> int:
                 argv = fh.read().decode(errors="replace")
             if prefix not in argv and not os.readlink(f"/proc/{pid}/cwd").startswith(prefix):
                 continue
-            os.killpg(pid, signal.SIGKILL)
-            killed += 1
+            killed += signal_group(pid, signal.SIGKILL)
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile, or not ours to read
     if killed:

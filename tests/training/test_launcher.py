@@ -189,3 +189,17 @@ def test_the_trainer_runs_under_accelerate_with_one_process_or_a_given_config(mo
     monkeypatch.setenv("CRUCIBLE_ACCELERATE_CONFIG", "/etc/crucible/accelerate.yaml")
     command = trainer_command(Path("/runs/7"))
     assert command[3:5] == ["--config_file", "/etc/crucible/accelerate.yaml"] and "--cpu" not in command
+
+
+def test_the_trainer_scores_with_the_reward_services_probe_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GRPO run scores its rollouts in-process; keyed by chance, its probes and changed values
+    would differ from the reward service's, and the same patch could get two verdicts."""
+    from rewards.services import probe_secret as service_key
+    from training.launcher import trainer_environment
+    from training.trainers import grpo_env
+
+    for name, value in trainer_environment().items():
+        monkeypatch.setenv(name, value)
+    assert grpo_env.probe_secret() == service_key()
+    monkeypatch.delenv("CRUCIBLE_PROBE_SECRET")
+    assert grpo_env.probe_secret() != service_key()  # by hand, without the launcher: a key of its own

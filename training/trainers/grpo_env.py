@@ -36,8 +36,9 @@ _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*$", re.MULTILINE)
 
 
 def probe_secret() -> bytes:
-    """The reward service's probe key when the launcher passes it; else one per run (still
-    unpredictable to the policy, and the same for every rollout of the run)."""
+    """The reward service's probe key, which the launcher passes (training.launcher.trainer_environment);
+    run by hand without it, one key per run (still unpredictable to the policy, the same for every
+    rollout of the run)."""
     given = os.environ.get("CRUCIBLE_PROBE_SECRET", "")
     try:
         return bytes.fromhex(given) if given else _RUN_SECRET

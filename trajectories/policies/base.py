@@ -79,7 +79,7 @@ class PolicyError(RuntimeError):
     """The policy itself failed (server down, model missing): the trajectory ends in error."""
 
 
-# The error of an episode stopped by a cancel (trajectories.agent.CANCELLED says the same).
+# The error of an episode stopped by a cancel, whether the policy or the agent loop saw it first.
 CANCELLED = "cancelled"
 
 
