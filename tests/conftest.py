@@ -139,3 +139,14 @@ def start_worker(
 def rewards_worker() -> Iterator[subprocess.Popen[bytes]]:
     """A real worker on the `rewards` queue, its queue purged first (start_worker)."""
     yield from start_worker("rewards")
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> str:
+    """The bundled model, converted by `make setup` (and here, once, if it is missing)."""
+    from django.conf import settings
+
+    from scripts.fetch_model import fetch
+
+    fetch(Path(settings.CRUCIBLE_DEFAULT_MODEL))
+    return str(settings.CRUCIBLE_DEFAULT_MODEL)

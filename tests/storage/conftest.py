@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from pytest_django import Settings
 
 
 def _bindable(port: int) -> bool:
@@ -114,3 +115,13 @@ def bucket_url(s3_server: S3Server) -> str:
     One bucket for all: SeaweedFS makes each bucket a collection with volumes of its own.
     """
     return f"s3://crucible-test/{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def shared_store(settings: Settings, s3_server: S3Server, bucket_url: str, tmp_path: Path) -> Path:
+    """The store on the S3 server, this test's host as `host-a` under the returned folder (a test makes
+    a second host by pointing VAR_DIR at another folder there)."""
+    settings.CRUCIBLE_STORAGE_URL = bucket_url
+    settings.CRUCIBLE_S3_ENDPOINT_URL = s3_server.endpoint
+    settings.VAR_DIR = tmp_path / "host-a"
+    return tmp_path

@@ -14,7 +14,6 @@ from pytest_django import Settings
 from core.storage import object_store
 from core.vocabulary import CheckpointKind
 from tests.helpers import running_run
-from tests.storage.conftest import S3Server
 from training import checkpoint_store
 from training.checkpoint_store import CheckpointStoreError, local_checkpoint
 from training.launcher import RunFollower
@@ -24,14 +23,6 @@ from trajectories.policies.base import PolicyError
 from trajectories.policies.registry import policy_registry
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def shared_store(settings: Settings, s3_server: S3Server, bucket_url: str, tmp_path: Path) -> Path:
-    settings.CRUCIBLE_STORAGE_URL = bucket_url
-    settings.CRUCIBLE_S3_ENDPOINT_URL = s3_server.endpoint
-    settings.VAR_DIR = tmp_path / "host-a"
-    return tmp_path
 
 
 def _files(root: Path) -> dict[str, bytes]:

@@ -23,14 +23,6 @@ pytestmark = pytest.mark.django_db
 PLANTED = "AKIA" + "Q7ZRXW4T2PLM9VBN"
 
 
-@pytest.fixture
-def shared_store(settings: Settings, s3_server: S3Server, bucket_url: str, tmp_path: Path) -> Path:
-    settings.CRUCIBLE_STORAGE_URL = bucket_url
-    settings.CRUCIBLE_S3_ENDPOINT_URL = s3_server.endpoint
-    settings.VAR_DIR = tmp_path / "host-a"
-    return tmp_path
-
-
 def _body(response: object) -> bytes:
     assert getattr(response, "streaming", False), "a stored export is streamed from the store, never read whole"
     return b"".join(response.streaming_content)  # type: ignore[attr-defined]

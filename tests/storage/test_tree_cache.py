@@ -16,15 +16,6 @@ from core.storage import object_store
 from tasks import tree_cache
 from tasks.storage import TreeError, hash_tree, put_tree, tree_path
 from tests.conftest import DEMO
-from tests.storage.conftest import S3Server
-
-
-@pytest.fixture
-def shared_store(settings: Settings, s3_server: S3Server, bucket_url: str, tmp_path: Path) -> Path:
-    settings.CRUCIBLE_STORAGE_URL = bucket_url
-    settings.CRUCIBLE_S3_ENDPOINT_URL = s3_server.endpoint
-    settings.VAR_DIR = tmp_path / "host-a"
-    return tmp_path
 
 
 def test_a_tree_stored_on_one_host_is_fetched_whole_by_another(settings: Settings, shared_store: Path) -> None:

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import os
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-from django.conf import settings
 from django.test import Client
 
 from tasks.models import TaskSuite
@@ -23,14 +21,6 @@ from trajectories.policies.base import PolicyCancelled, PolicyError
 from trajectories.policies.hf import HFPolicy, StopOnEvent, torch_threads
 from trajectories.runner import agent_task, run_trajectory
 from trajectories.tools import TOOLS
-
-
-@pytest.fixture(scope="module")
-def model_dir() -> str:
-    from scripts.fetch_model import fetch
-
-    fetch(Path(settings.CRUCIBLE_DEFAULT_MODEL))
-    return str(settings.CRUCIBLE_DEFAULT_MODEL)
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
@@ -25,15 +23,6 @@ from trajectories.runner import run_trajectory
 from trajectories.schema import ACTION_TYPES, check_record
 
 MAX_STEPS = 3
-
-
-@pytest.fixture(scope="module")
-def model_dir() -> str:
-    """The bundled model, converted by `make setup` (and here, once, if it is missing)."""
-    from scripts.fetch_model import fetch
-
-    fetch(Path(settings.CRUCIBLE_DEFAULT_MODEL))
-    return str(settings.CRUCIBLE_DEFAULT_MODEL)
 
 
 @pytest.fixture(scope="module")

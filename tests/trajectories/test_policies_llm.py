@@ -4,9 +4,6 @@ OpenAI-compatible policy against a real `transformers serve` of the same model."
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,23 +141,6 @@ def test_api_root_and_seeds() -> None:
 # --- the bundled model --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def model_dir() -> Path:
-    """The converted bundled model; `make setup` makes it, this only fills in when it is missing."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "fetch_model.py"), "--dest", str(MODEL_DIR)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/fetch_model.py failed:\n{proc.stdout}{proc.stderr}")
-    return MODEL_DIR
-
-
 def well_formed(out: PolicyOutput, max_new: int) -> None:
     assert isinstance(out, PolicyOutput)
     assert (out.tool_call is None) != (out.error is None), out  # exactly one of: a call, or why not
@@ -172,7 +152,7 @@ def well_formed(out: PolicyOutput, max_new: int) -> None:
     assert 0 < out.usage["completion_tokens"] <= max_new
 
 
-def test_chat_template_renders_tools_and_history(model_dir: Path) -> None:
+def test_chat_template_renders_tools_and_history(model_dir: str) -> None:
     from transformers import AutoTokenizer
 
     tokenizer: Any = AutoTokenizer.from_pretrained(str(model_dir))
@@ -194,7 +174,7 @@ def test_chat_template_renders_tools_and_history(model_dir: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def hf_policy(model_dir: Path) -> Iterator[HFPolicy]:
+def hf_policy(model_dir: str) -> Iterator[HFPolicy]:
     policy = HFPolicy(str(model_dir), temperature=0.8, seed=1234, max_new_tokens=MAX_NEW)
     yield policy
     policy.close()
@@ -232,7 +212,7 @@ def test_hf_policy_failures_are_policy_errors(hf_policy: HFPolicy, tmp_path: Pat
 
 
 @pytest.fixture(scope="module")
-def served(model_dir: Path) -> Iterator[ModelServer]:
+def served(model_dir: str) -> Iterator[ModelServer]:
     with serve_model(model_dir) as server:
         yield server
 
