@@ -10,13 +10,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypedDict, TypeVar
 
 from core.vocabulary import DEFAULT_BACKEND, Detector, Termination
@@ -31,6 +28,7 @@ from rewards.held_out import judge as judge_held_out
 from rewards.independence import Calibration, calibrate, change, function_ids
 from rewards.independence import judge as judge_independence
 from rewards.spec import RewardSpec
+from rewards.workspaces import copy_out, level, mirror, same_tests, test_files, touched_files
 from sandbox import Limits, Sandbox, SandboxError, ToolError
 from sandbox.backends.base import Backend
 from sandbox.results import TestReport
@@ -190,22 +188,22 @@ def _score(
                 touched_paths = sorted({q for f in admission.kept for q in (f.old_path, f.new_path) if q})
                 for other in boxes[1:]:
                     # The same result as applying again, without a second and third git baseline.
-                    if not _mirror(box.workspace, other.workspace, touched_paths):
+                    if not mirror(box.workspace, other.workspace, touched_paths):
                         _apply(other, admission.kept_text())
         # Evidence for people, read from the files as they stand after the patch (lines the base
         # already had are not blamed on the agent), in a bounded child process beside the runs.
         # A copy of the changed files, taken before anything runs: the runs may rewrite them.
         changed_paths = [p.path for p in admission.kept if p.new_path]
-        scanned = _copy_out(box.workspace, changed_paths)
+        scanned = copy_out(box.workspace, changed_paths)
         static = _in_background(lambda: scan_sources_bounded(Path(scanned.name), changed_paths, base=task.base_dir))
         copy_hidden_tests(box, task)
         # Canaries, sentinel twins and the runner-integrity plugin go into the same run as
         # the hidden tests: what they prove does not depend on reading the patch.
         probes = plant_probes(box.workspace, task, probe_salt(secret, spec, task, patch))
-        _same_tests(box, changed_box, task)
+        same_tests(box, changed_box, task)
         changed = change(changed_box.workspace, task, secret)
         for prepared in (box, changed_box):
-            _level(prepared.workspace)  # no file time tells which of the two runs a process is in
+            level(prepared.workspace)  # no file time tells which of the two runs a process is in
         args = function_ids(probes.args)
         token = hmac.new(secret, b"seal\0" + probe_salt(secret, spec, task, patch), hashlib.sha256).hexdigest()[:24]
         second = _in_background(
@@ -214,9 +212,9 @@ def _score(
         # In a sandbox of its own, holding no expected value: the tests' calls on nearby inputs.
         held_out = calibration.held_out if calibration is not None else HeldOut()
         answers = _in_background(lambda: run_calls(held_out_box, held_out, timeout=_held_out_timeout(task)))
-        before = _test_files(box.workspace, task)
+        before = test_files(box.workspace, task)
         report = box.run_tests(args, command=task.test_command, plugins=probes.plugins, seal=token)
-        touched = _touched(box.workspace, before)
+        touched = touched_files(box.workspace, before)
         changed_report = second.result()
         held_out_answers = answers.result()  # before the sandboxes close: it runs in one of them
         scan = static.result()
@@ -255,126 +253,10 @@ def _in_background(work: Callable[[], T]) -> Future[T]:
 
 
 HELD_OUT_TIMEOUT_S = 60.0
-LEVEL_NS = 946_684_800 * 10**9  # 2000-01-01: every file of both runs' workspaces, whatever was written when
 
 
 def _held_out_timeout(task: TaskSpec) -> float:
     return float(min(task.timeout_seconds, HELD_OUT_TIMEOUT_S))
-
-
-def _same_tests(box: Sandbox, other: Sandbox, task: TaskSpec) -> None:
-    """The tests folder as planted, copied the same way into both workspaces (the same files, made in
-    the same order): the second run differs from the first only by the values changed in it."""
-    root = PurePosixPath(task.tests_dest).parts[0] if task.tests_dest.strip("/") else ""
-    if not root or root in (".", ".."):
-        copy_hidden_tests(other, task)
-        for rel in _planted_files(box, task):
-            _copy_file(box.workspace, other.workspace, rel)
-        return
-    with tempfile.TemporaryDirectory(prefix="crucible-tests-") as scratch:
-        prepared = Path(scratch) / root
-        shutil.copytree(box.workspace / root, prepared, symlinks=True)
-        for target in (box, other):
-            shutil.rmtree(target.workspace / root, ignore_errors=True)
-            _copy_sorted(prepared, target.workspace / root)
-
-
-def _planted_files(box: Sandbox, task: TaskSpec) -> list[str]:
-    return sorted(p.relative_to(box.workspace).as_posix() for p in (box.workspace / task.tests_dest).rglob("*"))
-
-
-def _copy_sorted(source: Path, dest: Path) -> None:
-    dest.mkdir()
-    for entry in sorted(source.iterdir(), key=lambda p: p.name):
-        target = dest / entry.name
-        if entry.is_symlink():
-            os.symlink(os.readlink(entry), target)
-        elif entry.is_dir():
-            _copy_sorted(entry, target)
-        else:
-            shutil.copy2(entry, target)
-
-
-def _mirror(source: Path, target: Path, paths: list[str]) -> bool:
-    """Make each of `paths` in `target` what it is in `source` (a file with its mode, a link, or
-    absent). False, with nothing promised, where a path would be written through a link or leave
-    the tree: the caller applies the patch there instead."""
-    root, source_root = target.resolve(), source.resolve()
-    for rel in paths:  # every path checked before any is written: a refusal leaves `target` as it was
-        src, dst = source / rel, target / rel
-        if not dst.parent.resolve().is_relative_to(root) or not src.parent.resolve().is_relative_to(source_root):
-            return False
-        if dst.exists() and not dst.is_symlink() and not dst.is_file():
-            return False  # a folder where the patch names a file
-    for rel in paths:
-        src, dst = source / rel, target / rel
-        if dst.is_symlink() or dst.is_file():
-            dst.unlink()
-        if src.is_symlink():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.readlink(src), dst)
-        elif src.is_file():
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(src, dst)
-        else:
-            _prune_empty(dst.parent, root)  # git apply removes a folder it emptied
-    return True
-
-
-def _prune_empty(folder: Path, root: Path) -> None:
-    while folder.resolve() != root and folder.is_dir() and not any(folder.iterdir()):
-        folder.rmdir()
-        folder = folder.parent
-
-
-def _level(workspace: Path) -> None:
-    """One time for every file and folder, set in one order: the files the second run's changes were
-    written to, the patched ones, the planted ones read as old as the rest."""
-    paths = sorted(workspace.rglob("*"), key=lambda p: p.as_posix())
-    for path in [*paths, workspace]:
-        try:
-            os.utime(path, ns=(LEVEL_NS, LEVEL_NS), follow_symlinks=False)
-        except OSError:
-            continue
-
-
-def _copy_out(workspace: Path, paths: list[str]) -> tempfile.TemporaryDirectory[str]:
-    """The changed files as they are now, regular files only (a link or a FIFO is not followed)."""
-    scratch = tempfile.TemporaryDirectory(prefix="crucible-scan-")
-    for rel in paths:
-        source = workspace / rel
-        if source.is_file() and not source.is_symlink():
-            _copy_file(workspace, Path(scratch.name), rel)
-    return scratch
-
-
-def _copy_file(source: Path, dest: Path, rel: str) -> None:
-    target = dest / rel
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes((source / rel).read_bytes())
-
-
-def _test_files(workspace: Path, task: TaskSpec) -> dict[str, str]:
-    """The hidden tests as planted (with the probes among them), by path: what the run must leave alone."""
-    root = workspace / task.tests_dest
-    found = {}
-    for path in root.rglob("*.py") if root.is_dir() else []:
-        if path.is_file() and not path.is_symlink():
-            found[path.relative_to(workspace).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return found
-
-
-def _touched(workspace: Path, before: dict[str, str]) -> list[str]:
-    touched = []
-    for rel, digest in before.items():
-        path = workspace / rel
-        try:
-            same = path.is_file() and not path.is_symlink() and hashlib.sha256(path.read_bytes()).hexdigest() == digest
-        except OSError:
-            same = False
-        if not same:
-            touched.append(rel)
-    return touched
 
 
 def _missing(task: TaskSpec, report: TestReport) -> list[Flag]:

@@ -9,7 +9,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from rewards.scoring import _mirror
+from rewards.workspaces import mirror
 from sandbox import Sandbox
 from sandbox.backends.local import LocalBackend
 
@@ -59,7 +59,7 @@ def test_a_mirrored_copy_is_what_applying_the_patch_again_leaves(tmp_path: Path)
             "pkg/old/only.py",
             "pkg/renamed.py",
         ]
-        assert _mirror(applied.workspace, mirrored.workspace, paths)
+        assert mirror(applied.workspace, mirrored.workspace, paths)
         assert _tree(mirrored.workspace) == _tree(applied.workspace)
         assert "pkg/old" not in _tree(mirrored.workspace)
 
@@ -71,5 +71,5 @@ def test_the_mirror_refuses_to_write_through_a_link(tmp_path: Path) -> None:
     (source / "a").mkdir()
     (source / "a" / "b.py").write_text("b = 1\n")
     os.symlink(outside, target / "a")  # the target tree has a link where the source has a folder
-    assert not _mirror(source, target, ["a/b.py"])
+    assert not mirror(source, target, ["a/b.py"])
     assert not (outside / "b.py").exists()

@@ -119,12 +119,12 @@ def test_a_scoring_workspace_has_one_file_time_so_no_run_tells_itself_apart(tmp_
     would know which run it is in. Levelling leaves every file and folder the same time."""
     import os
 
-    from rewards.scoring import _level
+    from rewards.workspaces import level
 
     (tmp_path / "tests").mkdir()
     for age, name in enumerate(["pkg.py", "tests/test_a.py", "tests/test_hidden.py"]):
         (tmp_path / name).write_text("x = 1\n")
         os.utime(tmp_path / name, (1_000_000 + age * 1000, 1_000_000 + age * 1000))
-    _level(tmp_path)
+    level(tmp_path)
     times = {path.lstat().st_mtime_ns for path in [tmp_path, *tmp_path.rglob("*")]}
     assert len(times) == 1
