@@ -7,8 +7,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
-from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, values
 from evaluation.models import EvalRun
 from evaluation.services import (
     EvalError,
@@ -23,9 +21,9 @@ from evaluation.services import (
 from tasks.models import TaskSuite
 from training.models import Checkpoint
 from trajectories.drive import drive_batch
+from trajectories.options import add_rollout_arguments
 from trajectories.runner import run_trajectory
 
-SCORE_TIMEOUT_DEFAULT = 900.0
 SCORE_POLL_SECONDS = 0.5
 
 
@@ -37,20 +35,12 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--suite", required=True)
-        parser.add_argument("--policy", choices=values(LAUNCHABLE_POLICIES), default=None)
-        parser.add_argument("--model", default="", help="model dir (hf) or model name (openai)")
+        add_rollout_arguments(parser, policy_required=False)
         parser.add_argument("--checkpoint", type=int, default=None, help="a training checkpoint's id (runs as hf)")
-        parser.add_argument("--base-url", default="", help="OpenAI-compatible server (openai policy)")
         parser.add_argument("--k", default="1", help="comma-separated k values, e.g. 1,5")
         parser.add_argument("--samples", type=int, default=None, help="n per task (default: the largest k)")
-        parser.add_argument("--temperature", type=float, default=TEMPERATURE_DEFAULT)
-        parser.add_argument("--max-steps", type=int, default=MAX_STEPS_DEFAULT)
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--sandbox", choices=values(ISOLATING_BACKENDS), default=DEFAULT_BACKEND.value)
         parser.add_argument("--force", action="store_true", help="run despite a train/eval overlap (recorded)")
         parser.add_argument("--json", action="store_true")
-        parser.add_argument("--score-timeout", type=float, default=SCORE_TIMEOUT_DEFAULT)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not options["score_timeout"] > 0:

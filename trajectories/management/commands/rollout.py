@@ -16,19 +16,18 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kombu.exceptions import OperationalError
 from tqdm import tqdm
 
-from core.limits import MAX_NEW_TOKENS_DEFAULT, MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
-from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, values
+from core.limits import MAX_NEW_TOKENS_DEFAULT
 from tasks.models import TaskSuite
 from trajectories.batches import RolloutError, pending, start_batch
 from trajectories.drive import drive_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.options import add_rollout_arguments
 from trajectories.runner import run_trajectory
 from trajectories.signals import trajectory_finished
 
 # Scoring runs each trajectory's tests in a fresh sandbox on a `rewards` worker; a demo-sized
 # batch takes seconds, a suite of real repositories minutes.
-SCORE_TIMEOUT_DEFAULT = 900.0
 SCORE_POLL_SECONDS = 0.5
 # Redis (the queue to the reward service) may restart under a long batch; the command waits
 # for it, checking this often at first and backing off to REDIS_WAIT_MAX.
@@ -93,26 +92,13 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--suite", required=True)
-        parser.add_argument("--policy", required=True, choices=values(LAUNCHABLE_POLICIES))
-        parser.add_argument("--model", default="", help="model dir (hf) or model name (openai)")
-        parser.add_argument("--base-url", default="", help="OpenAI-compatible server (openai policy)")
+        add_rollout_arguments(parser, policy_required=True)
         parser.add_argument("--samples", type=int, default=1)
-        parser.add_argument("--max-steps", type=int, default=MAX_STEPS_DEFAULT)
-        parser.add_argument("--temperature", type=float, default=TEMPERATURE_DEFAULT)
         parser.add_argument("--top-p", type=float, default=1.0)
         parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT)
-        parser.add_argument("--seed", type=int, default=0)
-        parser.add_argument("--sandbox", choices=values(ISOLATING_BACKENDS), default=DEFAULT_BACKEND.value)
         parser.add_argument("--output-dir", type=Path, default=None)
         parser.add_argument(
             "--task", action="append", default=[], dest="tasks", metavar="TASK_ID", help="only this task (repeatable)"
-        )
-        parser.add_argument(
-            "--score-timeout",
-            type=float,
-            default=SCORE_TIMEOUT_DEFAULT,
-            help="seconds to wait for the reward service to score the batch before the JSONL is written",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
