@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from transformers import TrainerCallback
 
+from core.vocabulary import TrainingKind, values
+
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
-KINDS = ("sft", "reward", "dpo", "grpo")
+KINDS = values(TrainingKind)
 GRPO_MODES = ("single_turn", "agent")
 # A JSONL row bigger than this is a broken export, not a conversation (the limit bounds memory).
 MAX_ROW_BYTES = 16 * 1024 * 1024
