@@ -9,8 +9,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.views.decorators.http import require_POST
 
+from annotation.marked import SHOWS, marked_trajectories, rows
 from annotation.queries import flag_review, labels_prefetch, review_marks
-from annotation.review_queue import SHOWS, queue, rows
 from annotation.services import AnnotationError, clear_flags, label_step, mark_for_review
 from core.permissions import role_required
 from trajectories.models import Step, Trajectory
@@ -71,10 +71,10 @@ QUEUE_PAGE = 50
 
 @role_required()
 def marked(request: HttpRequest) -> HttpResponse:
-    """The review queue: trajectories marked for review or with flags nobody has cleared."""
+    """Trajectories marked for review or with flags nobody has cleared."""
     show = request.GET.get("show", "all")
     if show not in SHOWS:
         show = "all"
-    page = Paginator(queue(show), QUEUE_PAGE).get_page(request.GET.get("page"))  # type: ignore[arg-type]
+    page = Paginator(marked_trajectories(show), QUEUE_PAGE).get_page(request.GET.get("page"))  # type: ignore[arg-type]
     context = {"rows": rows(list(page.object_list)), "page": page, "show": show, "shows": SHOWS}
     return render(request, "annotation/marked.html", context)

@@ -39,22 +39,22 @@ ERROR_MAX = 5000
 
 
 def agent_task(task: Task, max_steps: int) -> AgentTask:
-    spec = task_spec_for(task)
+    task_spec = task_spec_for(task)
     return AgentTask(
         task_id=task.task_id,
         statement=task.statement,
-        base_dir=spec.base_dir,
+        base_dir=task_spec.base_dir,
         version=task.version,
         base_commit=task.base_commit,
         visible_tests=list(task.visible_tests),
         max_steps=max_steps,
         timeout_seconds=float(task.timeout_seconds) * 5,
         command_timeout=float(task.timeout_seconds),
-        environment=task_environment(spec),
+        environment=task_environment(task_spec),
     )
 
 
-def build_policy(batch: RolloutBatch, task: Task, spec: AgentTask, seed: int) -> Policy:
+def build_policy(batch: RolloutBatch, task: Task, agent_task: AgentTask, seed: int) -> Policy:
     return policy_registry.build(
         batch.policy_kind,
         PolicySettings(
@@ -64,7 +64,7 @@ def build_policy(batch: RolloutBatch, task: Task, spec: AgentTask, seed: int) ->
             top_p=batch.top_p,
             seed=seed,
             max_new_tokens=batch.max_new_tokens,
-            base_dir=spec.base_dir,
+            base_dir=agent_task.base_dir,
             expected_patch=task.expected_patch,
         ),
     )
@@ -90,11 +90,11 @@ def run_trajectory(trajectory_pk: int) -> Trajectory | None:
     mark_batch_running(batch)
     seed = batch.seed * 1000 + (trajectory.sample_index or 0)
     try:
-        spec = agent_task(task, batch.max_steps)
+        work = agent_task(task, batch.max_steps)
     except TaskStoreError as exc:
         return fail(trajectory, lease, str(exc), exc)
     try:
-        policy = build_policy(batch, task, spec, seed)
+        policy = build_policy(batch, task, work, seed)
     except (PolicyError, OSError) as exc:
         return fail(trajectory, lease, f"the policy could not start: {exc}", exc)
     recorder = DBRecorder(trajectory, lease)
@@ -102,7 +102,7 @@ def run_trajectory(trajectory_pk: int) -> Trajectory | None:
         # The policy may stop a generation half-way when it sees this set (the hf policy's stopping criteria).
         policy.stop_event = watch.stopped
         try:
-            episode = run_episode(spec, policy, recorder, batch.sandbox, should_stop=watch.should_stop)
+            episode = run_episode(work, policy, recorder, batch.sandbox, should_stop=watch.should_stop)
             watch.heartbeat.check()
         except states.Superseded:
             logger.warning(
@@ -117,7 +117,7 @@ def run_trajectory(trajectory_pk: int) -> Trajectory | None:
             policy.close()
             if not watch.heartbeat.lost.is_set():
                 recorder.flush()
-    return finish(trajectory, lease, episode, policy.describe(), spec)
+    return finish(trajectory, lease, episode, policy.describe(), work)
 
 
 class AttemptWatch:
@@ -213,7 +213,7 @@ def fail(trajectory: Trajectory, lease: states.Lease, error: str, exc: BaseExcep
 
 
 def finish(
-    trajectory: Trajectory, lease: states.Lease, episode: Episode, provenance: dict[str, Any], spec: AgentTask
+    trajectory: Trajectory, lease: states.Lease, episode: Episode, provenance: dict[str, Any], work: AgentTask
 ) -> Trajectory:
     status = Trajectory.Status.FINISHED
     if episode.cancelled:
@@ -229,7 +229,7 @@ def finish(
         "policy_kind": str(provenance.get("kind", ""))[:32],
         "policy_model": str(provenance.get("model", ""))[:300],
         "sandbox": {**episode.sandbox, "sandbox_ms": episode.sandbox_ms, "policy_ms": episode.policy_ms},
-        "prompt": "\n\n".join(m.content for m in prompt(spec)),
+        "prompt": "\n\n".join(m.content for m in prompt(work)),
         "error": episode.error,
         "step_count": episode.steps,
         "duplicate_rate": duplicate_rate(

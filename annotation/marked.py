@@ -1,5 +1,5 @@
-"""The queue of trajectories someone asked a person to look at: marked for review, or
-carrying Crucible's flags that no reviewer has cleared yet."""
+"""Trajectories someone asked a person to look at: marked for review, or carrying Crucible's flags
+that no reviewer has cleared yet. (The review queue is the pairs reviewers judge: annotation.queue.)"""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ SHOWS: tuple[Show, ...] = ("all", "marked", "flagged")
 
 
 @dataclass
-class QueueRow:
+class MarkedRow:
     trajectory: Trajectory
     marks: list[ReviewMark] = field(default_factory=list)
     open_flags: list[dict[str, object]] = field(default_factory=list)
 
 
-def queue(show: Show) -> QuerySet[Trajectory]:
+def marked_trajectories(show: Show) -> QuerySet[Trajectory]:
     """Newest attention first: the last mark's time, else when the trajectory was scored."""
     marked = Exists(ReviewMark.objects.filter(trajectory=OuterRef("pk")))
     flagged = Q(pk__in=open_flagged_pks()) if show != "marked" else Q()
@@ -56,7 +56,7 @@ def open_flagged_pks() -> list[int]:
     ]
 
 
-def rows(page: list[Trajectory]) -> list[QueueRow]:
+def rows(page: list[Trajectory]) -> list[MarkedRow]:
     """Each trajectory with its marks and its flags still open, in two queries for the page."""
     marks: dict[int, list[ReviewMark]] = {}
     for mark in ReviewMark.objects.filter(trajectory__in=page).select_related("author").order_by("-created_at"):
@@ -68,5 +68,5 @@ def rows(page: list[Trajectory]) -> list[QueueRow]:
         if trajectory.scored_at is not None:
             done = cleared.get(trajectory.pk, set())
             open_flags = [f for f in trajectory.flags if isinstance(f, dict) and flag_key(f) not in done]
-        result.append(QueueRow(trajectory, marks.get(trajectory.pk, []), open_flags))
+        result.append(MarkedRow(trajectory, marks.get(trajectory.pk, []), open_flags))
     return result
