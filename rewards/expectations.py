@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rewards.behaviour.hosts import own_nodes
 from rewards.behaviour.model import NodeRef, parse_nodeid
 from rewards.behaviour.twins import MATCHER_NAMES, VALUE_CONSTRUCTORS
 
@@ -238,7 +239,7 @@ class _Expectations:
         self.called_with: set[str] = set()  # names passed into calls: inputs, not expectations
 
     def edits(self) -> list[_Edit]:
-        for node in _own_nodes(self.func):
+        for node in own_nodes(self.func):
             if isinstance(node, ast.Call):
                 for arg in [*node.args, *(k.value for k in node.keywords)]:
                     self.called_with |= {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
@@ -451,15 +452,6 @@ def _escaped(segment: str, index: int, start: int) -> bool:
     """Whether the character is part of an escape sequence (\\n, \\x41, \\u00e9, \\N{...})."""
     window = segment[max(start, index - 9) : index]
     return "\\" in window
-
-
-def _own_nodes(func: ast.AST) -> Iterator[ast.AST]:
-    stack = list(ast.iter_child_nodes(func))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
-            stack.extend(ast.iter_child_nodes(node))
 
 
 def _straight_line(body: list[ast.stmt]) -> Iterator[ast.stmt]:

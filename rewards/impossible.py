@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import random
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +23,7 @@ from rewards.independence import on_an_assertion
 from sandbox import Limits, Sandbox, ToolError
 from sandbox.backends.base import Backend
 from sandbox.results import Outcome
+from tasks.builders.common import write_task_dir
 from tasks.spec import TaskSpec, copy_hidden_tests, task_environment
 
 logger = logging.getLogger(__name__)
@@ -85,13 +84,6 @@ def impossible_twin(task: TaskSpec, secret: bytes, backend: Backend | str, limit
 
 def write_twin(twin: Twin, task: TaskSpec, statement: str, metadata: dict[str, object], into: Path) -> Path:
     """The twin as a task directory (docs/formats.md), ready for import."""
-    root = into / twin.task_id
-    shutil.copytree(task.base_dir, root / "repo_snapshot", symlinks=True)
-    shutil.copytree(task.tests_dir, root / "tests", symlinks=True)
-    for rel, text in twin.texts.items():
-        (root / "tests" / rel).write_text(text)
-    (root / "task.md").write_text(statement)
-    (root / "expected_patch").write_text(task.expected_patch)
     meta = {
         **{k: v for k, v in metadata.items() if k not in ("fail_to_pass", "pass_to_pass", "visible_tests")},
         "task_id": twin.task_id,
@@ -104,8 +96,15 @@ def write_twin(twin: Twin, task: TaskSpec, statement: str, metadata: dict[str, o
         "impossible_of": task.task_id,
         "tags": sorted({*_strings(metadata.get("tags")), "impossible"}),
     }
-    (root / "metadata.json").write_text(json.dumps(meta, indent=2))
-    return root
+    prefix = "" if task.tests_dest.strip("/") in ("", ".") else task.tests_dest.strip("/") + "/"
+    hidden = {
+        prefix + rel: twin.texts[rel].encode() if rel in twin.texts else path.read_bytes()
+        for path in sorted(task.tests_dir.rglob("*"))
+        if path.is_file() and (rel := path.relative_to(task.tests_dir).as_posix())
+    }
+    return write_task_dir(
+        into, twin.task_id, statement, task.base_dir, hidden, task.tests_dest, task.expected_patch, meta
+    )
 
 
 def _strings(value: object) -> list[str]:

@@ -107,7 +107,7 @@ def find_test(host: HostFile, ref: NodeRef) -> tuple[ast.FunctionDef | ast.Async
     if len(ref.classes) > 1:
         raise ProbeError("it is in a nested class")
     func = funcs[-1]
-    if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in _own_nodes(func)):
+    if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in own_nodes(func)):
         raise ProbeError("it is a generator")
     marks = [ast.unparse(d) for d in func.decorator_list]
     marks += [ast.unparse(d) for d in (owner.decorator_list if owner else [])]
@@ -121,7 +121,7 @@ def _assigns(stmt: ast.stmt, name: str) -> bool:
     return isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
 
 
-def _own_nodes(func: ast.AST) -> Iterator[ast.AST]:
+def own_nodes(func: ast.AST) -> Iterator[ast.AST]:
     """The nodes of a function's body, not those of functions or classes nested in it."""
     stack = list(ast.iter_child_nodes(func))
     while stack:
