@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
+from core import pysource
 from patches.model import FilePatch, LineKind
 from patches.parse import parse
 
@@ -45,7 +46,7 @@ def changed_functions(base: Path, patch: str | Iterable[FilePatch]) -> dict[str,
         if not path or not path.endswith(".py") or _escapes(path) or not (base / path).is_file():
             continue
         touched = touched_base_lines(file_patch)
-        tree = ast.parse((base / path).read_text())
+        tree = pysource.parse((base / path).read_text())
         funcs = [
             n
             for n in ast.walk(tree)

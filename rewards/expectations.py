@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import pysource
 from rewards.behaviour.hosts import own_nodes
 from rewards.behaviour.model import NodeRef, parse_nodeid
 from rewards.behaviour.twins import MATCHER_NAMES, VALUE_CONSTRUCTORS
@@ -150,7 +151,7 @@ def _change_file(workspace: Path, rel: str, refs: list[NodeRef], turns: Turns, r
         raw = path.read_bytes()
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         text = raw.decode(encoding)
-        tree = ast.parse(text)
+        tree = pysource.parse(text)
     except (OSError, SyntaxError, ValueError, LookupError, RecursionError) as exc:
         for ref in refs:
             result.unchangeable[ref.nodeid] = f"its file cannot be read ({type(exc).__name__})"

@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import pysource
 from core.vocabulary import Detector
 from rewards.anticheat import Flag
 from rewards.behaviour.model import parse_nodeid
@@ -66,7 +67,7 @@ def held_out_calls(tests_root: Path, tests_dest: str, fail_to_pass: list[str], r
         rel = ref.file[len(tests_dest) + 1 :] if ref.file.startswith(tests_dest + "/") else ref.file
         path = tests_root / rel
         try:
-            tree = ast.parse(path.read_text())
+            tree = pysource.parse(path.read_text())
         except (OSError, SyntaxError, ValueError, UnicodeDecodeError, RecursionError):
             continue
         if ref.file not in seen_files:

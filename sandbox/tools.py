@@ -15,6 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from core import pysource
 from sandbox.paths import ToolError, resolve
 
 MAX_READ_BYTES = 256 * 1024
@@ -141,7 +142,7 @@ def search_symbol(workspace: Path, name: str, max_results: int = 100) -> list[Ma
         if path.suffix != ".py":
             continue
         try:
-            tree = ast.parse(path.read_bytes())
+            tree = pysource.parse(path.read_bytes())
         except (SyntaxError, ValueError, OSError, RecursionError):
             continue  # not parseable Python (often mid-edit): it defines nothing to find
         for qualname, node in _definitions(tree):

@@ -11,6 +11,7 @@ import ast
 import logging
 import re
 
+from core import pysource
 from rewards.anticheat.equality import Equality
 from rewards.anticheat.files import outside_workspace
 from rewards.anticheat.flags import Finding
@@ -340,7 +341,7 @@ class Analysis(Equality):
         if not isinstance(code, str) or self.depth >= MAX_PAYLOAD_DEPTH:
             return
         try:
-            tree = ast.parse(code)
+            tree = pysource.parse(code)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return
         inner = Analysis(tree, code, self.rel, self.root, self.depth + 1, self, self.at_line or call.lineno)

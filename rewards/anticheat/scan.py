@@ -4,12 +4,12 @@ and scan a trajectory's shell commands.
 
 from __future__ import annotations
 
-import ast
 import difflib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
 
+from core import pysource
 from rewards.anticheat.detectors import Analysis
 from rewards.anticheat.files import file_size, read_bounded
 from rewards.anticheat.flags import Finding, Flag, SourceScan
@@ -20,7 +20,7 @@ logger = logging.getLogger(__name__)
 
 def _analyse(data: bytes, rel: str, root: Path | None) -> list[Finding]:
     # Bytes, so that a coding cookie is honoured exactly as the interpreter honours it.
-    tree = ast.parse(data, filename=rel)
+    tree = pysource.parse(data, filename=rel)
     source = data.decode("utf-8", "replace")
     if len(data) >= 3 and data[:3] == b"\xef\xbb\xbf":
         source = source[1:]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import random
 
+from core import pysource
 from rewards.behaviour.hosts import copy_test, end_with
 
 CANARY_COUNTS = (2, 3)
@@ -27,7 +28,7 @@ def _canary_tail(rng: random.Random, words: list[str]) -> ast.stmt:
         display = f"[{number}, {other}]"
     else:
         display = f"{{{key!r}, {number}}}"
-    return ast.parse(f"assert {display} is {display}").body[0]
+    return pysource.parse(f"assert {display} is {display}").body[0]
 
 
 def build_canary(

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from core import pysource
 from rewards.behaviour.model import NodeRef, ProbeError
 
 
@@ -67,7 +68,7 @@ def read_host(workspace: Path, rel: str) -> HostFile:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(raw).readline)
         text = raw.decode(encoding)
-        tree = ast.parse(text, filename=rel)
+        tree = pysource.parse(text, filename=rel)
     except (SyntaxError, UnicodeDecodeError, LookupError, ValueError, RecursionError) as exc:
         raise ProbeError(f"its file does not parse: {type(exc).__name__}") from None
     if not text.endswith("\n"):
@@ -132,7 +133,7 @@ def own_nodes(func: ast.AST) -> Iterator[ast.AST]:
 
 
 def copy_test(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef | ast.AsyncFunctionDef:
-    clone = ast.parse(ast.unparse(func)).body[0]
+    clone = pysource.parse(ast.unparse(func)).body[0]
     assert isinstance(clone, ast.FunctionDef | ast.AsyncFunctionDef)
     body = clone.body
     # A docstring would be re-indented with the copy; it says nothing the probe needs.
@@ -166,7 +167,7 @@ class _BeforeReturns(ast.NodeTransformer):
 
 
 def _fresh(node: ast.stmt) -> ast.stmt:
-    return ast.parse(ast.unparse(node)).body[0]
+    return pysource.parse(ast.unparse(node)).body[0]
 
 
 def end_with(func: ast.FunctionDef | ast.AsyncFunctionDef, tail: list[ast.stmt]) -> None:

@@ -15,6 +15,7 @@ import hmac
 import sys
 from pathlib import Path
 
+from core import pysource
 from tasks.spec import TaskSpec
 
 # Files hashed for the plugin's conftest check; more than this and only conftest.py files are.
@@ -61,7 +62,7 @@ def integrity_plugin(token: str, hashes: dict[str, str]) -> str:
 def _template() -> str:
     source = Path(__file__).with_name(PLUGIN_FILE).read_text(encoding="utf-8")
     problems = [f"{line.strip()!r} is not in it once" for line in (TOKEN_LINE, HASHES_LINE) if source.count(line) != 1]
-    tree = ast.parse(source, PLUGIN_FILE)
+    tree = pysource.parse(source, PLUGIN_FILE)
     for node in ast.walk(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom):
             continue

@@ -13,6 +13,7 @@ import hmac
 import logging
 from pathlib import Path, PurePosixPath
 
+from core import pysource
 from rewards.behaviour.canaries import CANARY_COUNTS, build_canary
 from rewards.behaviour.hosts import HostFile, Insert, find_test
 from rewards.behaviour.integrity import hashed_test_files, integrity_plugin, plugin_name
@@ -207,7 +208,7 @@ def _defined_tests(path: Path) -> set[tuple[str | None, str]]:
     """(class or None, function) for every test function pytest can find in a planted file."""
     found: set[tuple[str | None, str]] = set()
     try:
-        tree = ast.parse(path.read_bytes())
+        tree = pysource.parse(path.read_bytes())
     except (OSError, SyntaxError, ValueError, RecursionError):
         return found
     for node in tree.body:

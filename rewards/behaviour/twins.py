@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import random
 
+from core import pysource
 from rewards.behaviour.hosts import as_list, copy_test, end_with
 from rewards.behaviour.model import ProbeError
 
@@ -149,7 +150,7 @@ class _TwinBody(ast.NodeTransformer):
             "in": f"{one} in {other}",
             "ne": f"({one} != {other} and {one} == {other})",
         }[kind]
-        loop = ast.parse(f"for {one}, {other} in {self.helper}(): {self.hit} = {self.hit} or {compared}").body[0]
+        loop = pysource.parse(f"for {one}, {other} in {self.helper}(): {self.hit} = {self.hit} or {compared}").body[0]
         assert isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
         loop.iter.args = [left, right, ast.Constant(kind), ast.Constant(plan)]
         return loop
@@ -170,8 +171,8 @@ def build_twin(
     clone.body = [s for stmt in clone.body for s in as_list(body.visit(stmt))]
     if not body.count:
         raise ProbeError("it has no equality assertion to shadow")
-    clone.body.insert(0, ast.parse(f"{free[0]} = False").body[0])
-    end_with(clone, [ast.parse(f"assert {free[0]}").body[0]])
+    clone.body.insert(0, pysource.parse(f"{free[0]} = False").body[0])
+    end_with(clone, [pysource.parse(f"assert {free[0]}").body[0]])
     return clone
 
 

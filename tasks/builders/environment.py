@@ -28,6 +28,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from core import pysource
 from sandbox.environments import EnvBuildError, EnvSpec, check_requirement, current_python, normalise
 
 logger = logging.getLogger(__name__)
@@ -263,7 +264,7 @@ def _setup_py(repo: Path, skipped: list[str]) -> tuple[list[str], str]:
     if not text:
         return [], ""
     try:
-        tree = ast.parse(text)
+        tree = pysource.parse(text)
     except SyntaxError as exc:
         skipped.append(f"setup.py: not parseable on this Python ({exc.msg})")
         return [], ""

@@ -6,7 +6,6 @@ files as the commit left them; statement = the commit message, or the issue it n
 
 from __future__ import annotations
 
-import ast
 import re
 import shutil
 import sys
@@ -15,6 +14,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from core import pysource
 from core.vocabulary import TaskSource
 from patches import is_test_path
 from tasks.builders import statements
@@ -129,7 +129,7 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
     for path in (*present, *_present(repo, candidate.commit, candidate.code_files)):
         source = git(repo, "show", f"{candidate.commit}:{path}")
         try:
-            compile(source, path, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+            pysource.parse(source, path)
         except (SyntaxError, ValueError) as exc:
             where = f"{path}:{exc.lineno}" if isinstance(exc, SyntaxError) else path
             return SkipReason.INCOMPATIBLE_SYNTAX, f"Python {sys.version_info[0]}.{sys.version_info[1]}: {where}"

@@ -7,7 +7,6 @@ missing closing tag, Python-style quotes) but never guesses a tool name.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import re
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core import pysource
 from trajectories.policies.base import Message, ToolCall
 
 TOOL_TEMPLATE_PATH = Path(__file__).with_name("chatml_tools.jinja")
@@ -133,7 +133,7 @@ def _read_object(body: str) -> tuple[Any, str]:
     if last > first:
         # Small models often write a Python dict (single quotes, True/None); literal_eval runs no code.
         try:
-            value = ast.literal_eval(body[first : last + 1])
+            value = pysource.literal_eval(body[first : last + 1])
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             pass
         else:
