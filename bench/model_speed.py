@@ -147,16 +147,13 @@ def _rollout(model_path: str) -> dict[str, Any]:
     from tasks.models import TaskSuite
     from tasks.services import import_task_dirs
     from trajectories.batches import start_batch
+    from trajectories.rollout_settings import RolloutSettings
     from trajectories.runner import run_trajectory
 
     import_task_dirs(REPO / "demo" / "tasks" / "task_0001", "bench-model")
     batch = start_batch(
         TaskSuite.objects.get(name="bench-model"),
-        "hf",
-        model_path,
-        max_steps=ROLLOUT_STEPS,
-        temperature=0.0,
-        max_new_tokens=128,
+        RolloutSettings("hf", model_path, max_steps=ROLLOUT_STEPS, temperature=0.0, max_new_tokens=128),
         enqueue=False,
     )
     started = time.perf_counter()

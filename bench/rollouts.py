@@ -46,10 +46,11 @@ def _overhead() -> dict[str, Any]:
     from tasks.models import TaskSuite
     from tasks.services import import_task_dirs
     from trajectories.batches import start_batch
+    from trajectories.rollout_settings import RolloutSettings
     from trajectories.runner import run_trajectory
 
     import_task_dirs(REPO / "demo" / "tasks", "bench")
-    batch = start_batch(TaskSuite.objects.get(name="bench"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="bench"), RolloutSettings("scripted"), enqueue=False)
     started = time.perf_counter()
     for trajectory in batch.trajectories.order_by("id"):
         run_trajectory(trajectory.pk)

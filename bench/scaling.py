@@ -131,13 +131,16 @@ def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
     from tasks.models import TaskSuite
     from trajectories.batches import start_batch
     from trajectories.models import Trajectory
+    from trajectories.rollout_settings import RolloutSettings
 
     _purge()
     procs = _start_workers(workers, tmp)
     try:
         started = time.monotonic()
         busy_before, total_before = _cpu_ticks()
-        batch = start_batch(TaskSuite.objects.get(name="scaling"), "scripted", "", samples=SAMPLES, max_steps=30)
+        batch = start_batch(
+            TaskSuite.objects.get(name="scaling"), RolloutSettings("scripted", samples=SAMPLES, max_steps=30)
+        )
         total = batch.trajectories.count()
         deadline = started + 1800
         while time.monotonic() < deadline:

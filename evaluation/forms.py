@@ -9,7 +9,7 @@ from django import forms
 from core.limits import SAMPLES_MAX, SAMPLES_MIN, TEMPERATURE_DEFAULT, TEMPERATURE_MAX, TEMPERATURE_MIN
 from core.vocabulary import LAUNCHABLE_POLICIES, CheckpointKind
 from evaluation.models import EvalRun
-from evaluation.services import EvalError, check_settings, parse_k, start_eval
+from evaluation.services import EvalError, eval_settings, parse_k, start_eval
 from tasks.models import TaskSuite
 from training.models import Checkpoint
 
@@ -36,7 +36,7 @@ class EvalRunForm(forms.Form):
         if "k" in data:
             try:
                 data["k_values"] = parse_k(data["k"])
-                check_settings(data.get("samples") or max(data["k_values"]), data["k_values"])
+                data["rollout"] = eval_settings(data, data["k_values"], data.get("checkpoint"))
             except EvalError as exc:
                 raise forms.ValidationError(str(exc)) from None
         return data
@@ -46,13 +46,9 @@ class EvalRunForm(forms.Form):
         data = self.cleaned_data
         return start_eval(
             data["suite"],
-            data.get("policy") or "",
-            data.get("model") or "",
+            data["rollout"],
             k_values=data["k_values"],
-            samples=data.get("samples"),
-            temperature=data["temperature"],
             checkpoint=data.get("checkpoint"),
-            base_url=data.get("base_url") or "",
             force=data.get("force", False),
             user=user,
         )

@@ -11,16 +11,16 @@ from django.utils import timezone
 
 from core import states
 from core.audit import AuditAction, record
-from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
 from core.sweep import SweepContext
-from core.vocabulary import CHEAT_DETECTORS, DEFAULT_BACKEND, CheckpointKind, PolicyKind, TrajectoryStatus
+from core.vocabulary import CHEAT_DETECTORS, CheckpointKind, PolicyKind, TrajectoryStatus
 from evaluation.isolation import check_isolation, describe
 from evaluation.metrics import bootstrap_ci, mean, pass_at_k, pass_hat_k, wilson_ci
 from evaluation.models import EvalRun
 from tasks.models import Task, TaskSuite
 from training.models import Checkpoint
-from trajectories.batches import RolloutError, cancel_batch, start_batch
+from trajectories.batches import cancel_batch, start_batch
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.rollout_settings import RolloutError, RolloutSettings
 
 logger = logging.getLogger(__name__)
 
@@ -69,33 +69,38 @@ def check_settings(samples: int, k_values: list[int]) -> None:
         raise EvalError(f"n (samples per task) must be at least the largest k: n={samples}, k={max(k_values)}")
 
 
+def eval_settings(given: dict[str, Any], k_values: list[int], checkpoint: Checkpoint | None = None) -> RolloutSettings:
+    """The rollout settings of an evaluation from a form's data or a command's options: n samples
+    per task (by default the largest k); a checkpoint runs as the hf policy from its directory."""
+    n = given.get("samples") or max(k_values or [1])
+    check_settings(n, k_values)
+    try:
+        if checkpoint is not None:
+            return RolloutSettings.from_options(given, policy_kind=PolicyKind.HF, model=checkpoint.path, samples=n)
+        return RolloutSettings.from_options(given, samples=n)
+    except RolloutError as exc:
+        raise EvalError(str(exc)) from None
+
+
 @transaction.atomic
 def start_eval(
     suite: TaskSuite,
-    policy_kind: str,
-    model: str = "",
+    rollout: RolloutSettings,
     *,
     k_values: list[int],
-    samples: int | None = None,
-    temperature: float = TEMPERATURE_DEFAULT,
     checkpoint: Checkpoint | None = None,
-    max_steps: int = MAX_STEPS_DEFAULT,
-    base_url: str = "",
-    sandbox: str = DEFAULT_BACKEND,
-    seed: int = 0,
     force: bool = False,
     user: Any = None,
     enqueue: bool = True,
 ) -> EvalRun:
     """An eval run and its rollout batch; refused when the suite overlaps what training saw."""
     k_values = sorted(set(k_values))
-    n = samples if samples is not None else max(k_values or [1])
-    check_settings(n, k_values)
+    check_settings(rollout.samples, k_values)
     if checkpoint is not None:
         if checkpoint.kind != CheckpointKind.POLICY:
             raise EvalError(f"checkpoint {checkpoint.pk} is a {checkpoint.kind} model, not a policy")
         # A checkpoint is a directory from_pretrained loads: it runs as the hf policy.
-        policy_kind, model = PolicyKind.HF, checkpoint.path
+        rollout = rollout.replace(policy_kind=PolicyKind.HF, model=checkpoint.path)
     isolation = check_isolation(suite, checkpoint)
     warning = ""
     if not isolation["clean"]:
@@ -104,29 +109,17 @@ def start_eval(
         warning = f"FORCED despite overlap: {describe(isolation)}. Its scores overestimate the real level."
         logger.warning("eval on %s forced: %s", suite.name, warning)
     try:
-        batch = start_batch(
-            suite,
-            policy_kind,
-            model,
-            samples=n,
-            temperature=temperature,
-            max_steps=max_steps,
-            base_url=base_url,
-            sandbox=sandbox,
-            seed=seed,
-            user=user,
-            enqueue=enqueue,
-        )
+        batch = start_batch(suite, rollout, user=user, enqueue=enqueue)
     except RolloutError as exc:
         raise EvalError(str(exc)) from None
     run = EvalRun.objects.create(
         suite=suite,
-        policy_kind=policy_kind,
+        policy_kind=rollout.policy_kind,
         model=batch.model,
         checkpoint=checkpoint,
-        samples=n,
+        samples=rollout.samples,
         k_values=k_values,
-        temperature=temperature,
+        temperature=rollout.temperature,
         batch=batch,
         status=EvalRun.Status.RUNNING,
         isolation=isolation,
@@ -135,7 +128,9 @@ def start_eval(
         created_by=user if getattr(user, "pk", None) else None,
     )
     record(user, AuditAction.LAUNCH, run, kind="eval", suite=suite.name, batch=batch.pk, forced=run.forced)
-    logger.info("eval run %s started: batch %s, suite %s, n=%d, k=%s", run.pk, batch.pk, suite.name, n, k_values)
+    logger.info(
+        "eval run %s started: batch %s, suite %s, n=%d, k=%s", run.pk, batch.pk, suite.name, rollout.samples, k_values
+    )
     return run
 
 

@@ -174,6 +174,7 @@ def main() -> int:
         from tasks.models import TaskSuite
         from trajectories.batches import cancel_batch, start_batch
         from trajectories.models import RolloutBatch, Trajectory
+        from trajectories.rollout_settings import RolloutSettings
 
         user = User.objects.create_user("soak-viewer")
         user.groups.add(Group.objects.get_or_create(name=REVIEWER)[0])
@@ -187,7 +188,7 @@ def main() -> int:
         # More trajectories than the soak can run: the batch is still going when it ends.
         suite = TaskSuite.objects.get(name="soak")
         samples = max(1, min(64, int(args.minutes * 60 / max(1, suite.tasks.count())) + 1))
-        batch = start_batch(suite, "scripted", samples=samples)
+        batch = start_batch(suite, RolloutSettings("scripted", samples=samples))
         url = f"ws://127.0.0.1:{web_port}/ws/"
         viewers = [Viewer(url, cookie, f"batch-{batch.pk}" if i % 2 == 0 else IDLE_GROUP) for i in range(args.viewers)]
         started = time.monotonic()

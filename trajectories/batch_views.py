@@ -23,6 +23,7 @@ from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES
 from tasks.models import TaskSuite
 from trajectories.batches import (
     RolloutError,
+    RolloutSettings,
     cancel_batch,
     check_policy_source,
     launch_from_form,
@@ -54,14 +55,17 @@ class LaunchForm(forms.Form):
 
     def clean(self) -> dict[str, object]:
         data = super().clean() or {}
-        policy = data.get("policy")
-        if policy and not self.errors:
+        if data.get("policy") and not self.errors:
+            try:
+                data["rollout"] = rollout = RolloutSettings.from_options(data)
+            except RolloutError as exc:
+                raise forms.ValidationError(str(exc)) from None
             # Checked before anything is queued: a missing model or a dead server is a form error,
             # not a batch of failed trajectories.
             try:
-                check_policy_source(str(policy), str(data.get("model") or ""), str(data.get("base_url") or ""))
+                check_policy_source(rollout)
             except RolloutError as exc:
-                self.add_error("base_url" if policy == "openai" else "model", str(exc))
+                self.add_error("base_url" if rollout.policy_kind == "openai" else "model", str(exc))
         return data
 
 

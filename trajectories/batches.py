@@ -7,28 +7,14 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from core import states
 from core.audit import AuditAction, record
-from core.limits import (
-    MAX_NEW_TOKENS_DEFAULT,
-    MAX_NEW_TOKENS_MAX,
-    MAX_NEW_TOKENS_MIN,
-    MAX_STEPS_DEFAULT,
-    MAX_STEPS_MAX,
-    MAX_STEPS_MIN,
-    SAMPLES_MAX,
-    SAMPLES_MIN,
-    TEMPERATURE_DEFAULT,
-    TEMPERATURE_MAX,
-    TEMPERATURE_MIN,
-)
 from core.live import publish_on_commit
-from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, PolicyKind
+from core.vocabulary import PolicyKind
 from tasks.models import TaskSuite
 from trajectories.events import BatchStatusEvent, batch_live_group
 from trajectories.jobs import run_trajectory_job
@@ -37,85 +23,39 @@ from trajectories.policies.base import PolicyError
 from trajectories.policies.openai import check_server
 from trajectories.policies.registry import policy_registry
 from trajectories.progress import stale_after, stale_running
+from trajectories.rollout_settings import RolloutError, RolloutSettings
 
 logger = logging.getLogger(__name__)
 
 ROLLOUT_NS = uuid.UUID("1d3f5a40-8c1b-4f6e-9a2d-5b7c3e9f0a11")
-SETTINGS_RANGES = (
-    f"samples {SAMPLES_MIN}-{SAMPLES_MAX}, max steps {MAX_STEPS_MIN}-{MAX_STEPS_MAX}, "
-    f"temperature {TEMPERATURE_MIN:g}-{TEMPERATURE_MAX:g}, top_p in (0, 1], "
-    f"max new tokens {MAX_NEW_TOKENS_MIN}-{MAX_NEW_TOKENS_MAX}"
-)
-
-
-class RolloutError(ValueError):
-    pass
+__all__ = ["RolloutError", "RolloutSettings"]  # raised and taken by the verbs below
 
 
 def rollout_id(batch: RolloutBatch, task_id: str, sample: int) -> uuid.UUID:
     return uuid.uuid5(ROLLOUT_NS, f"{batch.pk}:{task_id}:{sample}")
 
 
-def check_batch_settings(
-    policy_kind: str,
-    *,
-    samples: int,
-    temperature: float,
-    top_p: float,
-    max_steps: int,
-    sandbox: str,
-    base_url: str,
-    max_new_tokens: int,
-) -> None:
-    if policy_kind not in LAUNCHABLE_POLICIES:
-        raise RolloutError(f"policy must be one of {', '.join(LAUNCHABLE_POLICIES)}")
-    if policy_kind == PolicyKind.OPENAI:
+def check_source(rollout: RolloutSettings, timeout: float = 3.0) -> None:
+    """Is the policy's server there? Asked before anything is queued, as well as in the worker."""
+    if rollout.policy_kind == PolicyKind.OPENAI:
         try:
-            # Refused here, before anything is queued, as well as in the worker.
-            check_server(base_url)
+            check_server(rollout.base_url)
         except PolicyError as exc:
             raise RolloutError(str(exc)) from None
-    if not (
-        SAMPLES_MIN <= samples <= SAMPLES_MAX
-        and MAX_STEPS_MIN <= max_steps <= MAX_STEPS_MAX
-        and TEMPERATURE_MIN <= temperature <= TEMPERATURE_MAX
-        and 0 < top_p <= 1
-        and MAX_NEW_TOKENS_MIN <= max_new_tokens <= MAX_NEW_TOKENS_MAX
-    ):
-        raise RolloutError(SETTINGS_RANGES)
-    if sandbox not in ISOLATING_BACKENDS:
-        raise RolloutError(f"sandbox must be {' or '.join(ISOLATING_BACKENDS)}")
 
 
 @transaction.atomic
 def start_batch(
     suite: TaskSuite,
-    policy_kind: str,
-    model: str = "",
+    rollout: RolloutSettings,
     *,
-    samples: int = 1,
-    temperature: float = TEMPERATURE_DEFAULT,
-    top_p: float = 1.0,
-    max_steps: int = MAX_STEPS_DEFAULT,
-    sandbox: str = DEFAULT_BACKEND,
-    seed: int = 0,
-    base_url: str = "",
-    max_new_tokens: int = MAX_NEW_TOKENS_DEFAULT,
     user: Any = None,
     enqueue: bool = True,
     task_ids: list[str] | None = None,
 ) -> RolloutBatch:
     """A batch over the suite's tasks, or only over `task_ids` of it (one try need not cost a suite)."""
-    check_batch_settings(
-        policy_kind,
-        samples=samples,
-        temperature=temperature,
-        top_p=top_p,
-        max_steps=max_steps,
-        sandbox=sandbox,
-        base_url=base_url,
-        max_new_tokens=max_new_tokens,
-    )
+    check_source(rollout)
+    rollout = rollout.resolved()
     tasks = list(suite.tasks.order_by("task_id"))
     if not tasks:
         raise RolloutError(f"suite {suite.name} has no tasks")
@@ -125,20 +65,11 @@ def start_batch(
         if missing:
             raise RolloutError(f"suite {suite.name} has no task {', '.join(repr(m[:80]) for m in missing[:5])}")
         tasks = [t for t in tasks if t.task_id in wanted]
-    if policy_kind == PolicyKind.SCRIPTED and any(not t.expected_patch.strip() for t in tasks):
+    if rollout.policy_kind == PolicyKind.SCRIPTED and any(not t.expected_patch.strip() for t in tasks):
         raise RolloutError("the scripted policy needs every task to have an expected patch")
     batch = RolloutBatch.objects.create(
         suite=suite,
-        policy_kind=policy_kind,
-        model=model or default_model(policy_kind),
-        base_url=base_url,
-        samples=samples,
-        temperature=temperature,
-        top_p=top_p,
-        max_steps=max_steps,
-        sandbox=sandbox,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
+        **rollout.fields(),
         created_by=user if getattr(user, "pk", None) else None,
         # Not enqueued: whoever created it (the `rollout` command) runs its rows itself.
         driver=RolloutBatch.Driver.WORKERS if enqueue else RolloutBatch.Driver.COMMAND,
@@ -160,41 +91,36 @@ def start_batch(
                 created_at=now,
             )
             for t in tasks
-            for i in range(samples)
+            for i in range(rollout.samples)
         ]
     )
     # After the rows it describes: without a transaction around the caller, a failed insert
     # leaves no launch on record.
-    record(user, AuditAction.LAUNCH, batch, kind="batch", suite=suite.name, policy=policy_kind, model=batch.model)
+    record(
+        user, AuditAction.LAUNCH, batch, kind="batch", suite=suite.name, policy=rollout.policy_kind, model=batch.model
+    )
     logger.info(
         "batch %s created: suite %s, policy %s (%s), %d trajectories",
         batch.pk,
         suite.name,
-        policy_kind,
+        rollout.policy_kind,
         batch.model,
-        len(tasks) * samples,
+        len(tasks) * rollout.samples,
     )
     if enqueue:
         transaction.on_commit(lambda: enqueue_missing(batch))
     return batch
 
 
-def check_policy_source(policy_kind: str, model: str, base_url: str, timeout: float = 3.0) -> None:
+def check_policy_source(rollout: RolloutSettings, timeout: float = 3.0) -> None:
     """Is the model there? Asked before a batch is queued, so a typo is an error on the form,
     not a batch of failed trajectories (the policy registry's preflight for the kind)."""
+    resolved = rollout.resolved()
     problem = policy_registry.preflight(
-        policy_kind, model or default_model(policy_kind), base_url=base_url, timeout=timeout
+        resolved.policy_kind, resolved.model, base_url=resolved.base_url, timeout=timeout
     )
     if problem:
         raise RolloutError(problem)
-
-
-def default_model(policy_kind: str) -> str:
-    if policy_kind == PolicyKind.SCRIPTED:
-        return "oracle"
-    if policy_kind == PolicyKind.HF:
-        return str(settings.CRUCIBLE_DEFAULT_MODEL)
-    return ""
 
 
 def pending(batch: RolloutBatch) -> list[Trajectory]:
@@ -310,15 +236,4 @@ def cancel_batch(batch: RolloutBatch, user: Any = None) -> bool:
 
 def launch_from_form(data: dict[str, Any], user: Any) -> RolloutBatch:
     """start_batch with a LaunchForm's cleaned data: the batch page and the API launch alike."""
-    return start_batch(
-        data["suite"],
-        data["policy"],
-        data["model"],
-        samples=data["samples"],
-        temperature=data["temperature"],
-        max_steps=data["max_steps"],
-        sandbox=data["sandbox"],
-        base_url=data["base_url"],
-        user=user,
-        task_ids=data["tasks"],
-    )
+    return start_batch(data["suite"], data["rollout"], user=user, task_ids=data["tasks"])

@@ -122,8 +122,9 @@ class Stack:
     def scripted_batch(self, samples: int, suite: str = "load", **kwargs: Any) -> Any:
         from tasks.models import TaskSuite
         from trajectories.batches import start_batch
+        from trajectories.rollout_settings import RolloutSettings
 
-        return start_batch(TaskSuite.objects.get(name=suite), "scripted", samples=samples, **kwargs)
+        return start_batch(TaskSuite.objects.get(name=suite), RolloutSettings("scripted", samples=samples), **kwargs)
 
     def stop(self, keep: bool = False) -> None:
         for proc in reversed(self.procs):

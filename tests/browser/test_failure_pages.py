@@ -12,6 +12,7 @@ from tests.browser.test_live_resync import login
 from tests.conftest import DEMO, start_worker
 from trajectories.batches import enqueue_missing, start_batch
 from trajectories.models import RolloutBatch
+from trajectories.rollout_settings import RolloutSettings
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -27,7 +28,7 @@ def test_a_failed_trajectorys_error_shows_on_its_batch_page_and_its_own_page(
 ) -> None:
     for task_id in ("task_0001", "task_0008"):
         import_task_dirs(DEMO / "tasks" / task_id, "broken")
-    batch = start_batch(TaskSuite.objects.get(name="broken"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="broken"), RolloutSettings("scripted"), enqueue=False)
     # A batch queued before the launch form checked model paths (or whose model was removed since).
     RolloutBatch.objects.filter(pk=batch.pk).update(policy_kind="hf", model=MISSING_MODEL)
     login(page, asgi_server, researcher)

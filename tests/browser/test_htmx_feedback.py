@@ -15,6 +15,7 @@ from tests.conftest import DEMO, start_worker
 from tests.factories import StepFactory, TrajectoryFactory
 from trajectories.batches import start_batch
 from trajectories.models import Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -26,7 +27,7 @@ def unscored_rollout(monkeypatch: pytest.MonkeyPatch) -> Trajectory:
     # Scored only when the test presses the button, not by the usual job after the rollout.
     monkeypatch.setattr(rewards.receivers.score_trajectory_job, "delay", lambda pk: None)
     import_task_dirs(DEMO / "tasks" / "task_0001", "feedback")
-    batch = start_batch(TaskSuite.objects.get(name="feedback"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="feedback"), RolloutSettings("scripted"), enqueue=False)
     # In a thread of its own: the rollout publishes live events through async_to_sync, which
     # cannot run in this thread while Playwright's event loop does.
     with ThreadPoolExecutor(1) as pool:

@@ -12,6 +12,7 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO, start_worker
 from trajectories.batches import enqueue_missing, start_batch
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from webapp.celery import app
 
 pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -61,7 +62,9 @@ def test_a_batch_page_resyncs_after_an_idle_spell_and_a_dropped_socket(
 ) -> None:
     for task_id in TASKS:
         import_task_dirs(DEMO / "tasks" / task_id, "resync")
-    batch = start_batch(TaskSuite.objects.get(name="resync"), "scripted", samples=SAMPLES, enqueue=False)
+    batch = start_batch(
+        TaskSuite.objects.get(name="resync"), RolloutSettings("scripted", samples=SAMPLES), enqueue=False
+    )
     total = len(TASKS) * SAMPLES
     page.add_init_script(SOCKETS)
     login(page, asgi_server, researcher)

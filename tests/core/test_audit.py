@@ -23,6 +23,7 @@ from training.models import TrainingRun
 from training.services import cancel_run
 from trajectories.batches import start_batch
 from trajectories.models import RolloutBatch
+from trajectories.rollout_settings import RolloutSettings
 
 pytestmark = pytest.mark.django_db
 
@@ -34,7 +35,7 @@ def events(action: str) -> list[AuditEvent]:
 def test_launching_cancelling_and_resuming_a_batch_are_audited_with_who_did_it(
     demo_suite: TaskSuite, researcher: User
 ) -> None:
-    batch = start_batch(demo_suite, "scripted", user=researcher, enqueue=False, task_ids=["task_0001"])
+    batch = start_batch(demo_suite, RolloutSettings("scripted"), user=researcher, enqueue=False, task_ids=["task_0001"])
     client = client_for(researcher)
     assert client.post(f"/batches/{batch.pk}/cancel/").status_code == 302
     try:
@@ -49,7 +50,7 @@ def test_launching_cancelling_and_resuming_a_batch_are_audited_with_who_did_it(
 
 
 def test_a_cancel_that_changes_nothing_records_nothing(demo_suite: TaskSuite, researcher: User) -> None:
-    batch = start_batch(demo_suite, "scripted", user=researcher, enqueue=False, task_ids=["task_0001"])
+    batch = start_batch(demo_suite, RolloutSettings("scripted"), user=researcher, enqueue=False, task_ids=["task_0001"])
     RolloutBatch.objects.filter(pk=batch.pk).update(status=RolloutBatch.Status.SUCCEEDED)
     assert client_for(researcher).post(f"/batches/{batch.pk}/cancel/").status_code == 302
     assert events(AuditAction.CANCEL) == []

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from evaluation.models import EvalRun
 from evaluation.services import refresh_eval, start_eval
 from rewards.services import score_trajectory
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 SMALL = ("task_0001", "task_0008", "task_0013")
@@ -21,9 +20,8 @@ def small_suite(name: str = "small-eval", tasks: tuple[str, ...] = SMALL) -> Tas
     return TaskSuite.objects.get(name=name)
 
 
-def finished_eval(suite: TaskSuite, policy: str = "scripted", **kwargs: Any) -> EvalRun:
-    kwargs.setdefault("k_values", [1])
-    run = start_eval(suite, policy, enqueue=False, **kwargs)
+def finished_eval(suite: TaskSuite, policy: str = "scripted", *, model: str = "", force: bool = False) -> EvalRun:
+    run = start_eval(suite, RolloutSettings(policy, model), k_values=[1], force=force, enqueue=False)
     assert run.batch is not None
     for trajectory in run.batch.trajectories.order_by("id"):
         run_trajectory(trajectory.pk)

@@ -18,6 +18,7 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO
 from training.models import Checkpoint, TrainingRun, TrainingSet
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 
 EVAL = ("task_0001", "task_0008", "task_0012", "task_0013")
 
@@ -98,10 +99,10 @@ def test_each_kind_of_planted_overlap_is_caught_and_the_run_is_refused_unless_fo
     assert function["source"] == "training set planted@1"
 
     with pytest.raises(EvalError, match=r"refusing to evaluate: the eval suite overlaps training data in \d+ place"):
-        start_eval(eval_suite, "scripted", k_values=[1], enqueue=False)
+        start_eval(eval_suite, RolloutSettings("scripted"), k_values=[1], enqueue=False)
     assert EvalRun.objects.count() == 0 and RolloutBatch.objects.count() == 0
 
-    forced = start_eval(eval_suite, "scripted", k_values=[1], force=True, enqueue=False)
+    forced = start_eval(eval_suite, RolloutSettings("scripted"), k_values=[1], force=True, enqueue=False)
     assert forced.forced and forced.warning.startswith("FORCED despite overlap")
     assert "same_commit: task_0013 ~ train-same-commit" in forced.warning
     assert forced.isolation["clean"] is False and forced.batch is not None

@@ -18,6 +18,7 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO
 from tests.reliability.conftest import Worker, wait_for
 from trajectories.batches import start_batch
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -30,7 +31,7 @@ def test_a_scoring_message_deleted_from_redis_is_redone_by_the_sweep_within_its_
     workers: Callable[..., Worker],
 ) -> None:
     import_task_dirs(DEMO / "tasks" / "task_0001", "lost-scoring")
-    batch = start_batch(TaskSuite.objects.get(name="lost-scoring"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="lost-scoring"), RolloutSettings("scripted"), enqueue=False)
     trajectory = run_trajectory(batch.trajectories.get().pk)  # finished: its scoring job is in the broker
     assert trajectory is not None and trajectory.status == "finished"
     client = redis.Redis.from_url(settings.CELERY_BROKER_URL)

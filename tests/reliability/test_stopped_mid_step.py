@@ -28,6 +28,7 @@ from tests.reliability.conftest import Worker, wait_for
 from tests.reliability.slow_model import SlowModel, slow_model
 from trajectories.batches import start_batch
 from trajectories.models import RolloutBatch, Step, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -65,7 +66,7 @@ def test_a_worker_stopped_mid_step_is_taken_over_once_and_writes_nothing_when_it
 ) -> None:
     with slow_model(delay=1.5) as model:
         first = workers("rollouts", "--pool", "solo", env=FAST)
-        batch = start_batch(suite("stopped"), "openai", "slow", base_url=model.url, samples=1)
+        batch = start_batch(suite("stopped"), RolloutSettings("openai", "slow", base_url=model.url, samples=1))
         trajectory = batch.trajectories.get()
         wait_for(lambda: Trajectory.objects.filter(pk=trajectory.pk, status="running").exists(), 90, "a claim", first)
         waiting_for = model.wait_in_flight(60)  # the first worker is inside a step: its model call
@@ -144,7 +145,7 @@ def test_a_step_three_times_the_stale_window_is_never_taken_over(workers: Callab
         worker = workers("rollouts", "--pool", "solo", env=env)
         # A second worker beside it sweeps too, as in a fleet: neither may take the live rollout.
         other = workers("rollouts", "--pool", "solo", env=env)
-        batch = start_batch(suite("slow-steps"), "openai", "slow", base_url=model.url, samples=1)
+        batch = start_batch(suite("slow-steps"), RolloutSettings("openai", "slow", base_url=model.url, samples=1))
 
         def ended() -> bool:
             batch.refresh_from_db()

@@ -30,6 +30,7 @@ from tests.reliability.conftest import Worker, wait_for
 from trajectories.batches import enqueue_missing, start_batch
 from trajectories.events import batch_live_group
 from trajectories.models import RolloutBatch
+from trajectories.rollout_settings import RolloutSettings
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -64,7 +65,7 @@ def test_two_instances_on_one_redis_run_only_their_own_jobs_and_hear_only_their_
     workers: Callable[..., Worker], tmp_path: Path
 ) -> None:
     import_task_dirs(DEMO / "tasks" / "task_0001", "mine")
-    mine = start_batch(TaskSuite.objects.get(name="mine"), "scripted", samples=SAMPLES, enqueue=False)
+    mine = start_batch(TaskSuite.objects.get(name="mine"), RolloutSettings("scripted", samples=SAMPLES), enqueue=False)
 
     other = other_instance(tmp_path)
     (tmp_path / "var").mkdir()
@@ -97,9 +98,10 @@ def test_two_instances_on_one_redis_run_only_their_own_jobs_and_hear_only_their_
         sequence = f"UPDATE sqlite_sequence SET seq = {int(mine.pk) - 1} WHERE name = 'trajectories_rolloutbatch'"  # noqa: S608
         launch = (
             "from django.db import connection; from tasks.models import TaskSuite; "
-            "from trajectories.batches import start_batch; "
+            "from trajectories.batches import RolloutSettings, start_batch; "
             f'connection.cursor().execute("{sequence}"); '
-            f"print(start_batch(TaskSuite.objects.get(name='theirs'), 'scripted', samples={SAMPLES}).pk)"
+            f"rollout = RolloutSettings('scripted', samples={SAMPLES}); "
+            "print(start_batch(TaskSuite.objects.get(name='theirs'), rollout).pk)"
         )
         theirs_pk = int(shell(other, launch).strip().splitlines()[-1])
         assert theirs_pk == mine.pk

@@ -17,6 +17,7 @@ from tests.conftest import DEMO
 from tests.reliability.conftest import Worker, wait_for
 from trajectories.batches import start_batch
 from trajectories.models import RolloutBatch, Step, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -32,7 +33,7 @@ def test_a_worker_killed_mid_rollout_is_replaced_and_the_batch_completes_with_no
     for task_id in TASKS:
         import_task_dirs(DEMO / "tasks" / task_id, "killed-mid-rollout")
     first = workers("rollouts", "--pool", "solo", env=STALE)  # first: starting one purges the queue
-    batch = start_batch(TaskSuite.objects.get(name="killed-mid-rollout"), "scripted", samples=SAMPLES)
+    batch = start_batch(TaskSuite.objects.get(name="killed-mid-rollout"), RolloutSettings("scripted", samples=SAMPLES))
     in_flight = Trajectory.objects.filter(batch=batch, status="running", step_count__gte=1)
     wait_for(in_flight.exists, 90, "a rollout half-way through its steps", first)
     first.kill()

@@ -21,6 +21,7 @@ from tests.conftest import DEMO
 from tests.reliability.conftest import Worker, wait_for
 from trajectories.batches import start_batch
 from trajectories.models import Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -54,7 +55,7 @@ def test_a_worker_killed_mid_scoring_leaves_no_partial_score_and_the_job_is_scor
     workers: Callable[..., Worker],
 ) -> None:
     import_task_dirs(DEMO / "tasks" / "task_0001", "killed-mid-scoring")
-    batch = start_batch(TaskSuite.objects.get(name="killed-mid-scoring"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="killed-mid-scoring"), RolloutSettings("scripted"), enqueue=False)
     worker = workers("rewards", "--concurrency", "1")
     trajectory = run_trajectory(batch.trajectories.get().pk)  # finished: its scoring job is queued
     assert trajectory is not None and trajectory.status == "finished"

@@ -22,6 +22,7 @@ from tests.conftest import DEMO
 from trajectories.batches import start_batch
 from trajectories.models import Trajectory
 from trajectories.replay import replay_trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 from trajectories.services import import_trajectories
 
@@ -130,7 +131,7 @@ def test_the_sanity_check_shows_the_reward_gap_on_the_suite_page(
 def test_scoring_and_replay_run_in_the_configured_sandbox_backend(
     demo_suite: TaskSuite, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    batch = start_batch(TaskSuite.objects.get(name="demo"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="demo"), RolloutSettings("scripted"), enqueue=False)
     rollout = run_trajectory(batch.trajectories.get(task_ref="task_0001").pk)
     assert rollout is not None and rollout.sandbox["backend"] == "bwrap"
     trajectory_id = str(rollout.trajectory_id)
@@ -158,7 +159,7 @@ def test_a_finished_rollout_is_queued_for_scoring_once_its_row_is_committed(
 ) -> None:
     queued: list[str] = []
     monkeypatch.setattr(score_trajectory_job, "delay", queued.append)
-    batch = start_batch(TaskSuite.objects.get(name="demo"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="demo"), RolloutSettings("scripted"), enqueue=False)
     pk = batch.trajectories.get(task_ref="task_0002").pk
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         rollout = run_trajectory(pk)

@@ -13,6 +13,7 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO, client_for
 from trajectories.batches import start_batch
 from trajectories.models import Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def finished_unscored() -> Trajectory:
     import_task_dirs(DEMO / "tasks" / "task_0001", "unscored")
-    batch = start_batch(TaskSuite.objects.get(name="unscored"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="unscored"), RolloutSettings("scripted"), enqueue=False)
     trajectory = run_trajectory(batch.trajectories.get().pk)
     assert trajectory is not None and trajectory.status == "finished" and trajectory.scored_at is None
     return trajectory

@@ -23,6 +23,7 @@ from tests.conftest import DEMO
 from tests.sandbox.conftest import SMALL
 from trajectories.batches import start_batch
 from trajectories.models import RolloutBatch, Step, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 from webapp.celery import app
 
@@ -54,7 +55,7 @@ def without_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def one_task_batch(**fields: object) -> RolloutBatch:
     import_task_dirs(DEMO / "tasks" / "task_0001", "faults")
-    batch = start_batch(TaskSuite.objects.get(name="faults"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="faults"), RolloutSettings("scripted"), enqueue=False)
     RolloutBatch.objects.filter(pk=batch.pk).update(**fields)
     return batch
 

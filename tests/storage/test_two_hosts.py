@@ -25,6 +25,7 @@ from tests.conftest import DEMO, start_worker
 from tests.storage.conftest import S3Server
 from trajectories.batches import start_batch
 from trajectories.models import Trajectory
+from trajectories.rollout_settings import RolloutSettings
 
 QUEUES = "rollouts,rewards"
 TASKS = ("task_0001", "task_0002", "task_0003", "task_0008", "task_0009", "task_0013")
@@ -58,7 +59,7 @@ def test_two_workers_without_a_shared_disk_finish_and_score_one_batch(two_hosts:
     for name in TASKS:
         shutil.copytree(DEMO / "tasks" / name, staging / name)
     import_task_dirs(staging, "two-hosts")
-    batch = start_batch(TaskSuite.objects.get(name="two-hosts"), "scripted", "", max_steps=30)
+    batch = start_batch(TaskSuite.objects.get(name="two-hosts"), RolloutSettings("scripted", max_steps=30))
     total = len(TASKS)
 
     deadline = time.monotonic() + 240

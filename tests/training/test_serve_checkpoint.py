@@ -15,6 +15,7 @@ from tests.training.trainer_support import make_tiny_model
 from training.models import Checkpoint
 from training.serving import policy_checkpoint, serve_checkpoint
 from trajectories.batches import start_batch
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -28,12 +29,9 @@ def test_a_served_checkpoint_is_the_policy_of_an_openai_rollout(tmp_path: Path) 
     with serve_checkpoint(policy_checkpoint("sft-step-2")) as server:
         batch = start_batch(
             TaskSuite.objects.get(name="served"),
-            "openai",
-            server.model,
-            base_url=server.base_url,
-            max_steps=2,
-            temperature=0.0,
-            max_new_tokens=16,
+            RolloutSettings(
+                "openai", server.model, base_url=server.base_url, max_steps=2, temperature=0.0, max_new_tokens=16
+            ),
             enqueue=False,
         )
         trajectory = run_trajectory(batch.trajectories.get().pk)

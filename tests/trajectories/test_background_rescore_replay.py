@@ -17,6 +17,7 @@ from trajectories.events import trajectory_live_group
 from trajectories.jobs import replay_trajectory_job
 from trajectories.models import Trajectory
 from trajectories.replay import run_replay
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +30,7 @@ def rollout() -> Trajectory:
     import_task_dirs(DEMO / "tasks" / "task_0001", "bg")
     from tasks.models import TaskSuite
 
-    batch = start_batch(TaskSuite.objects.get(name="bg"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="bg"), RolloutSettings("scripted"), enqueue=False)
     trajectory = run_trajectory(batch.trajectories.get().pk)
     assert trajectory is not None and trajectory.step_count >= 3
     return trajectory

@@ -15,6 +15,7 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO, start_worker
 from trajectories.batches import cancel_batch, start_batch
 from trajectories.models import Trajectory
+from trajectories.rollout_settings import RolloutSettings
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +44,7 @@ def sleeping_sandbox_commands() -> int:
 
 def test_cancel_stops_a_running_step_within_5_s_and_the_batch_stays_cancelled(tmp_path: Path) -> None:
     import_task_dirs(slow_task(tmp_path), "slow")
-    batch = start_batch(TaskSuite.objects.get(name="slow"), "scripted")
+    batch = start_batch(TaskSuite.objects.get(name="slow"), RolloutSettings("scripted"))
     worker = start_worker("rollouts")
     next(worker)
     try:

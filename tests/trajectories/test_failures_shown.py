@@ -11,6 +11,7 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO
 from trajectories.batches import start_batch
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ HOSTILE = "<script>alert(1)</script>"
 def batch_of_two(**broken: object) -> RolloutBatch:
     for task_id in ("task_0001", "task_0008"):
         import_task_dirs(DEMO / "tasks" / task_id, "failing")
-    batch = start_batch(TaskSuite.objects.get(name="failing"), "scripted", enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="failing"), RolloutSettings("scripted"), enqueue=False)
     RolloutBatch.objects.filter(pk=batch.pk).update(**broken)
     return batch
 

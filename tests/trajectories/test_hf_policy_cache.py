@@ -19,6 +19,7 @@ from trajectories.batches import start_batch
 from trajectories.policies import hf
 from trajectories.policies.base import PolicyCancelled, PolicyError
 from trajectories.policies.hf import HFPolicy, StopOnEvent, torch_threads
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import agent_task, run_trajectory
 from trajectories.tools import TOOLS
 
@@ -106,7 +107,9 @@ def test_each_step_records_the_model_call_and_the_batch_page_shows_the_speed(
 ) -> None:
     import_task_dirs(DEMO / "tasks" / "task_0001", "hf-one")
     suite = TaskSuite.objects.get(name="hf-one")
-    batch = start_batch(suite, "hf", model_dir, max_steps=1, temperature=0.0, max_new_tokens=24, enqueue=False)
+    batch = start_batch(
+        suite, RolloutSettings("hf", model_dir, max_steps=1, temperature=0.0, max_new_tokens=24), enqueue=False
+    )
     loads = hf.loads
     trajectory = run_trajectory(batch.trajectories.get().pk)
     assert trajectory is not None and trajectory.status == "finished", trajectory and trajectory.error

@@ -19,6 +19,7 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO, client_for
 from trajectories.batches import RolloutError, start_batch
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 
 pytestmark = pytest.mark.django_db
 SMALL = ("task_0001", "task_0008", "task_0013")
@@ -39,7 +40,9 @@ def launch(user: User, **fields: str) -> tuple[int, str]:
 
 
 def test_start_batch_takes_a_selection_of_tasks(small: TaskSuite) -> None:
-    batch = start_batch(small, "scripted", samples=2, task_ids=["task_0013", "task_0001"], enqueue=False)
+    batch = start_batch(
+        small, RolloutSettings("scripted", samples=2), task_ids=["task_0013", "task_0001"], enqueue=False
+    )
     assert sorted(batch.trajectories.values_list("task_ref", "sample_index")) == [
         ("task_0001", 0),
         ("task_0001", 1),
@@ -47,7 +50,7 @@ def test_start_batch_takes_a_selection_of_tasks(small: TaskSuite) -> None:
         ("task_0013", 1),
     ]
     with pytest.raises(RolloutError, match="suite small has no task 'task_0999'"):
-        start_batch(small, "scripted", task_ids=["task_0001", "task_0999"], enqueue=False)
+        start_batch(small, RolloutSettings("scripted"), task_ids=["task_0001", "task_0999"], enqueue=False)
     assert RolloutBatch.objects.count() == 1
 
 

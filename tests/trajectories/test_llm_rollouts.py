@@ -19,6 +19,7 @@ from trajectories.batches import start_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.model_server import ModelServer, serve_model
 from trajectories.models import Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 from trajectories.schema import ACTION_TYPES, check_record
 
@@ -50,7 +51,9 @@ def assert_well_formed(trajectory: Trajectory) -> None:
 @pytest.mark.django_db
 def test_the_bundled_model_completes_a_real_rollout_in_process(model_dir: str) -> None:
     batch = start_batch(
-        one_task_suite(), "hf", model_dir, max_steps=MAX_STEPS, temperature=0.7, max_new_tokens=64, enqueue=False
+        one_task_suite(),
+        RolloutSettings("hf", model_dir, max_steps=MAX_STEPS, temperature=0.7, max_new_tokens=64),
+        enqueue=False,
     )
     trajectory = run_trajectory(batch.trajectories.get().pk)
     assert trajectory is not None
@@ -62,12 +65,14 @@ def test_the_bundled_model_completes_a_real_rollout_in_process(model_dir: str) -
 def test_an_openai_compatible_server_drives_a_real_rollout(model_server: ModelServer) -> None:
     batch = start_batch(
         one_task_suite(),
-        "openai",
-        model_server.model,
-        base_url=model_server.base_url,
-        max_steps=MAX_STEPS,
-        temperature=0.7,
-        max_new_tokens=64,
+        RolloutSettings(
+            "openai",
+            model_server.model,
+            base_url=model_server.base_url,
+            max_steps=MAX_STEPS,
+            temperature=0.7,
+            max_new_tokens=64,
+        ),
         enqueue=False,
     )
     trajectory = run_trajectory(batch.trajectories.get().pk)

@@ -13,6 +13,7 @@ from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO
 from trajectories.batches import start_batch
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 
 TASKS = ("task_0001", "task_0008")
@@ -34,7 +35,7 @@ def test_a_scripted_batch_leaves_nothing_behind_in_the_temporary_directory(
     monkeypatch.setenv("CRUCIBLE_SANDBOX_DIR", str(private))
     for task_id in TASKS:
         import_task_dirs(DEMO / "tasks" / task_id, "leaks")
-    batch = start_batch(TaskSuite.objects.get(name="leaks"), PolicyKind.SCRIPTED, enqueue=False)
+    batch = start_batch(TaskSuite.objects.get(name="leaks"), RolloutSettings(PolicyKind.SCRIPTED), enqueue=False)
     sandboxes = sandboxes_root()  # the shared root of every sandbox is there by design
     assert tempfile.gettempdir() == str(private) and sandboxes.parent == private
     before = entries(private, sandboxes)

@@ -24,6 +24,7 @@ from trajectories.batches import RolloutError, resume_batch, start_batch
 from trajectories.models import RolloutBatch, Step, Trajectory
 from trajectories.policies.registry import policy_registry
 from trajectories.replay import replay_trajectory
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 from trajectories.schema import check_record
 
@@ -39,7 +40,7 @@ def small_suite(name: str = "small") -> TaskSuite:
 
 @pytest.mark.django_db
 def test_the_scripted_policy_solves_every_demo_task_with_reward_1(demo_suite: TaskSuite) -> None:
-    batch = start_batch(demo_suite, "scripted", enqueue=False)
+    batch = start_batch(demo_suite, RolloutSettings("scripted"), enqueue=False)
     for trajectory in batch.trajectories.all():
         run_trajectory(trajectory.pk)
     finished = list(batch.trajectories.all())
@@ -56,7 +57,7 @@ def test_the_scripted_policy_solves_every_demo_task_with_reward_1(demo_suite: Ta
 
 @pytest.mark.django_db
 def test_a_rollout_records_full_provenance_and_exports_as_valid_jsonl() -> None:
-    batch = start_batch(small_suite(), "scripted", enqueue=False, temperature=0.0, seed=3)
+    batch = start_batch(small_suite(), RolloutSettings("scripted", temperature=0.0, seed=3), enqueue=False)
     trajectory = run_trajectory(batch.trajectories.first().pk)  # type: ignore[union-attr]
     assert trajectory is not None
     assert trajectory.policy["kind"] == "scripted" and trajectory.task_version.startswith("sha256:")
@@ -72,7 +73,7 @@ def test_a_rollout_records_full_provenance_and_exports_as_valid_jsonl() -> None:
 
 @pytest.mark.django_db
 def test_a_trajectory_is_claimed_once_even_if_delivered_twice() -> None:
-    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    batch = start_batch(small_suite(), RolloutSettings("scripted"), enqueue=False)
     first = batch.trajectories.first()
     assert first is not None
     assert run_trajectory(first.pk) is not None
@@ -92,13 +93,13 @@ def test_bad_batch_settings_are_refused() -> None:
         ({"policy_kind": "scripted", "max_new_tokens": 8}, "max new tokens 16-4096"),
     ]:
         with pytest.raises(RolloutError, match=message):
-            start_batch(suite, enqueue=False, **kwargs)  # type: ignore[arg-type]
+            start_batch(suite, RolloutSettings(**kwargs), enqueue=False)  # type: ignore[arg-type]
     assert not RolloutBatch.objects.exists()
 
 
 @pytest.mark.django_db
 def test_a_policy_kind_nobody_registered_fails_the_trajectory_with_the_reason() -> None:
-    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    batch = start_batch(small_suite(), RolloutSettings("scripted"), enqueue=False)
     RolloutBatch.objects.filter(pk=batch.pk).update(policy_kind="gpt9")  # e.g. a row from an older release
     trajectory = run_trajectory(batch.trajectories.first().pk)  # type: ignore[union-attr]
     assert trajectory is not None and trajectory.status == "failed"
@@ -176,7 +177,7 @@ STALE_ENV = {"CRUCIBLE_ROLLOUT_STALE_S": str(STALE_S)}
 def test_killing_the_worker_mid_batch_then_resuming_leaves_no_duplicates(settings: Any) -> None:
     settings.CRUCIBLE_ROLLOUT_STALE_S = STALE_S  # the resume below takes a row once its beats stopped this long
     suite = small_suite("killed")
-    batch = start_batch(suite, "scripted", samples=2)
+    batch = start_batch(suite, RolloutSettings("scripted", samples=2))
     worker_iter = start_worker("rollouts", env=STALE_ENV)
     worker = next(worker_iter)
     deadline = time.monotonic() + 90
@@ -217,7 +218,7 @@ def test_killing_the_worker_mid_batch_then_resuming_leaves_no_duplicates(setting
 
 @pytest.mark.django_db
 def test_the_batch_page_and_dashboard_show_rollout_metrics(reviewer_client: object) -> None:
-    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    batch = start_batch(small_suite(), RolloutSettings("scripted"), enqueue=False)
     for trajectory in batch.trajectories.all():
         run_trajectory(trajectory.pk)
     html = reviewer_client.get(f"/batches/{batch.pk}/").content.decode()  # type: ignore[attr-defined]
@@ -229,7 +230,7 @@ def test_the_batch_page_and_dashboard_show_rollout_metrics(reviewer_client: obje
 
 @pytest.mark.django_db
 def test_replaying_a_trajectory_reproduces_its_observations() -> None:
-    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    batch = start_batch(small_suite(), RolloutSettings("scripted"), enqueue=False)
     trajectory = run_trajectory(batch.trajectories.first().pk)  # type: ignore[union-attr]
     assert trajectory is not None
     report = replay_trajectory(str(trajectory.trajectory_id))
@@ -243,7 +244,7 @@ def test_replaying_a_trajectory_reproduces_its_observations() -> None:
 
 @pytest.mark.django_db
 def test_the_group_view_shows_every_rollout_of_a_task_side_by_side(reviewer_client: object) -> None:
-    batch = start_batch(small_suite(), "scripted", samples=2, enqueue=False)
+    batch = start_batch(small_suite(), RolloutSettings("scripted", samples=2), enqueue=False)
     for trajectory in batch.trajectories.filter(task_ref="task_0001"):
         run_trajectory(trajectory.pk)
     html = reviewer_client.get(f"/batches/{batch.pk}/tasks/task_0001/").content.decode()  # type: ignore[attr-defined]
@@ -261,7 +262,7 @@ def test_the_review_screen_rescores_and_replays(researcher: object, monkeypatch:
     # The jobs run right here instead of on a worker: this test is about the screen.
     monkeypatch.setattr(score_trajectory_job, "delay", lambda pk: score_trajectory_job(pk))
     monkeypatch.setattr(replay_trajectory_job, "delay", lambda pk: replay_trajectory_job(pk))
-    batch = start_batch(small_suite(), "scripted", enqueue=False)
+    batch = start_batch(small_suite(), RolloutSettings("scripted"), enqueue=False)
     trajectory = run_trajectory(batch.trajectories.first().pk)  # type: ignore[union-attr]
     assert trajectory is not None
     client = client_for(researcher)  # type: ignore[arg-type]

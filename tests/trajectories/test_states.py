@@ -11,6 +11,7 @@ from tests.conftest import DEMO
 from trajectories.batches import cancel_batch, pending, resume_batch, start_batch
 from trajectories.models import RolloutBatch, Trajectory
 from trajectories.progress import claim, mark_batch_running, record_trajectory_end
+from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 from webapp.celery import app
 
@@ -33,7 +34,7 @@ def test_the_transitions_allow_only_forward_moves_and_retries() -> None:
 
 
 def test_a_conditional_move_leaves_a_terminal_row_alone_and_says_so() -> None:
-    batch = start_batch(two_task_suite(), "scripted", enqueue=False)
+    batch = start_batch(two_task_suite(), RolloutSettings("scripted"), enqueue=False)
     stale = RolloutBatch.objects.get(pk=batch.pk)  # what a worker loaded before the cancel
     assert cancel_batch(batch)
     assert not states.transition(stale, states.SUCCEEDED)
@@ -43,7 +44,7 @@ def test_a_conditional_move_leaves_a_terminal_row_alone_and_says_so() -> None:
 
 
 def test_a_state_the_model_does_not_have_is_refused() -> None:
-    batch = start_batch(two_task_suite(), "scripted", enqueue=False)
+    batch = start_batch(two_task_suite(), RolloutSettings("scripted"), enqueue=False)
     trajectory = batch.trajectories.first()
     assert trajectory is not None
     with pytest.raises(states.StateError, match="has no state 'succeeded'"):
@@ -53,7 +54,7 @@ def test_a_state_the_model_does_not_have_is_refused() -> None:
 
 
 def test_a_cancelled_batch_never_reads_succeeded_when_its_last_trajectory_ends_later() -> None:
-    batch = start_batch(two_task_suite(), "scripted", enqueue=False)
+    batch = start_batch(two_task_suite(), RolloutSettings("scripted"), enqueue=False)
     first, second = batch.trajectories.order_by("id")
     run_trajectory(first.pk)
     assert claim(second.pk)  # a worker has the last one running...
@@ -72,7 +73,7 @@ def test_a_cancelled_batch_never_reads_succeeded_when_its_last_trajectory_ends_l
 
 
 def test_a_job_delivered_after_the_cancel_runs_nothing() -> None:
-    batch = start_batch(two_task_suite(), "scripted", enqueue=False)
+    batch = start_batch(two_task_suite(), RolloutSettings("scripted"), enqueue=False)
     cancel_batch(batch)
     for trajectory in batch.trajectories.all():
         assert run_trajectory(trajectory.pk) is None
@@ -81,7 +82,7 @@ def test_a_job_delivered_after_the_cancel_runs_nothing() -> None:
 
 
 def test_resume_is_the_one_way_out_of_cancelled() -> None:
-    batch = start_batch(two_task_suite(), "scripted", enqueue=False)
+    batch = start_batch(two_task_suite(), RolloutSettings("scripted"), enqueue=False)
     cancel_batch(batch)
     app.conf.task_always_eager = True  # the jobs run here, now
     try:

@@ -215,8 +215,11 @@ def test_the_launch_form_refuses_an_unlisted_server_before_asking_it(
 @pytest.mark.django_db
 def test_a_batch_on_an_unlisted_server_is_refused_before_anything_is_queued() -> None:
     from trajectories.batches import RolloutError, start_batch
+    from trajectories.rollout_settings import RolloutSettings
 
     import_task_dirs(DEMO / "tasks" / "task_0001", "unlisted")
     with pytest.raises(RolloutError, match="is not allowed"):
-        start_batch(TaskSuite.objects.get(name="unlisted"), "openai", "m", base_url="http://10.0.0.8:8000")
+        start_batch(
+            TaskSuite.objects.get(name="unlisted"), RolloutSettings("openai", "m", base_url="http://10.0.0.8:8000")
+        )
     assert not RolloutBatch.objects.exists()

@@ -20,6 +20,7 @@ from tests.conftest import DEMO, purge_queues
 from trajectories.batches import requeue_lost_rollouts, start_batch
 from trajectories.jobs import run_trajectory_job
 from trajectories.models import RolloutBatch, Trajectory
+from trajectories.rollout_settings import RolloutSettings
 from webapp.celery import RedisBroker, sweep_once
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -86,9 +87,9 @@ class Held:
 def test_only_queued_rows_the_broker_lost_are_sent_again_and_never_a_commands(client: redis.Redis) -> None:
     import_task_dirs(DEMO / "tasks" / "task_0001", "lost")
     suite = TaskSuite.objects.get(name="lost")
-    web = start_batch(suite, "scripted", samples=3)  # on the workers: its jobs went to the broker
+    web = start_batch(suite, RolloutSettings("scripted", samples=3))  # on the workers: its jobs went to the broker
     purge_queues("rollouts")  # ...and the broker lost them
-    command = start_batch(suite, "scripted", samples=2, enqueue=False)  # a `rollout` command's
+    command = start_batch(suite, RolloutSettings("scripted", samples=2), enqueue=False)  # a `rollout` command's
     assert command.driver == RolloutBatch.Driver.COMMAND
     old = timezone.now() - timedelta(minutes=10)
     Trajectory.objects.update(created_at=old)

@@ -12,6 +12,7 @@ from evaluation.services import (
     EvalError,
     cancel_eval,
     design_report,
+    eval_settings,
     parse_k,
     progress,
     ready,
@@ -56,20 +57,10 @@ class Command(BaseCommand):
         elif options["policy"] is None:
             raise CommandError("give --policy (or --checkpoint)")
         try:
+            k_values = parse_k(options["k"])
+            rollout = eval_settings(options, k_values, checkpoint)
             run = start_eval(
-                suite,
-                options["policy"] or "",
-                options["model"],
-                k_values=parse_k(options["k"]),
-                samples=options["samples"],
-                temperature=options["temperature"],
-                checkpoint=checkpoint,
-                max_steps=options["max_steps"],
-                base_url=options["base_url"],
-                sandbox=options["sandbox"],
-                seed=options["seed"],
-                force=options["force"],
-                enqueue=False,
+                suite, rollout, k_values=k_values, checkpoint=checkpoint, force=options["force"], enqueue=False
             )
         except EvalError as exc:
             raise CommandError(str(exc)) from None

@@ -16,9 +16,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from kombu.exceptions import OperationalError
 from tqdm import tqdm
 
-from core.limits import MAX_NEW_TOKENS_DEFAULT
+from core.limits import MAX_NEW_TOKENS_DEFAULT, TOP_P_DEFAULT
 from tasks.models import TaskSuite
-from trajectories.batches import RolloutError, pending, start_batch
+from trajectories.batches import RolloutError, RolloutSettings, pending, start_batch
 from trajectories.drive import drive_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
@@ -94,7 +94,7 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         add_rollout_arguments(parser, policy_required=True)
         parser.add_argument("--samples", type=int, default=1)
-        parser.add_argument("--top-p", type=float, default=1.0)
+        parser.add_argument("--top-p", type=float, default=TOP_P_DEFAULT)
         parser.add_argument("--max-new-tokens", type=int, default=MAX_NEW_TOKENS_DEFAULT)
         parser.add_argument("--output-dir", type=Path, default=None)
         parser.add_argument(
@@ -110,25 +110,11 @@ class Command(BaseCommand):
         out_dir: Path | None = options["output_dir"]
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-        settings = {
-            "policy_kind": options["policy"],
-            "samples": options["samples"],
-            "temperature": options["temperature"],
-            "top_p": options["top_p"],
-            "max_steps": options["max_steps"],
-            "sandbox": options["sandbox"],
-            "seed": options["seed"],
-            "base_url": options["base_url"],
-            "max_new_tokens": options["max_new_tokens"],
-        }
-        batch = self._resumable(
-            suite, options["model"], settings, waits_for_scores=out_dir is not None, tasks=options["tasks"]
-        )
         try:
+            rollout = RolloutSettings.from_options(options)
+            batch = self._resumable(suite, rollout, waits_for_scores=out_dir is not None, tasks=options["tasks"])
             if batch is None:
-                batch = start_batch(
-                    suite, model=options["model"], enqueue=False, task_ids=options["tasks"] or None, **settings
-                )
+                batch = start_batch(suite, rollout, enqueue=False, task_ids=options["tasks"] or None)
             else:
                 self.stdout.write(f"resuming batch {batch.pk}")
         except RolloutError as exc:
@@ -272,12 +258,11 @@ class Command(BaseCommand):
             raise
 
     def _resumable(
-        self, suite: TaskSuite, model: str, settings: dict[str, Any], *, waits_for_scores: bool, tasks: list[str]
+        self, suite: TaskSuite, rollout: RolloutSettings, *, waits_for_scores: bool, tasks: list[str]
     ) -> RolloutBatch | None:
         """The same command run again continues its unfinished batch instead of starting over."""
-        same = RolloutBatch.objects.filter(suite=suite, **settings).exclude(status=RolloutBatch.Status.CANCELLED)
-        if model:
-            same = same.filter(model=model)
+        same = RolloutBatch.objects.filter(suite=suite, **rollout.resolved().fields())
+        same = same.exclude(status=RolloutBatch.Status.CANCELLED)
         wanted = set(tasks) if tasks else set(suite.tasks.values_list("task_id", flat=True))
         for batch in same.order_by("-created_at"):
             if set(batch.trajectories.values_list("task_ref", flat=True)) != wanted:
