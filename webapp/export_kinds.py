@@ -5,16 +5,14 @@ generator of bytes (file formats) or of files (directory formats: a Hugging Face
 task-directory tarball), which the command writes to disk and the API streams. Rows are read
 in chunks (keyset paging, fetchmany), so memory holds one chunk whatever the export's size.
 
-Every record goes through `core.redaction.redact_record` on its way out, unless an admin asked
-for the data unredacted; the export says which in its first record or its metadata, and the
-audit log gets one EXPORT event with the count once the stream ends (or is cut off).
+Every record goes through redaction on its way out (webapp.export_redaction), unless an admin
+asked for the data unredacted; the export says which in its first record or its metadata, and
+the audit log gets one EXPORT event with the count once the stream ends (or is cut off).
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,9 +23,8 @@ from django.db.models import QuerySet
 from annotation import preferences
 from annotation.models import ComparisonSet
 from annotation.preferences import iter_preference_rows, parquet_schema
-from core.audit import AuditAction, RedactionCounts, count_findings, record_redactions
+from core.audit import AuditAction, record_redactions
 from core.audit import record as audit
-from core.redaction import Finding, redact_patch, redact_record, redact_text, rules_version
 from tasks.exports import TaskExportError, iter_tasks, swebench_instance, task_record, taskdir_files
 from tasks.models import Task, TaskSuite
 from training.queries import export_lines, find_training_set
@@ -38,6 +35,14 @@ from trajectories.interchange.predictions import prediction
 from trajectories.models import Trajectory
 from webapp import export_formats as fmt
 from webapp.export_formats import FilePiece
+from webapp.export_redaction import (
+    UNREDACTED_MARK,
+    Tally,
+    marked,
+    redact_file,
+    redacted_lines,
+    redacted_rows,
+)
 from webapp.export_schemas import (
     sft_columns,
     sft_schema,
@@ -47,12 +52,7 @@ from webapp.export_schemas import (
     trajectory_schema,
 )
 
-# The key of the first JSONL record (and the metadata of other formats) that says an export is unredacted.
-UNREDACTED_MARK = "export_unredacted"
 FILE, DIRECTORY = "file", "directory"
-JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
-# Fields that hold a unified diff: redacted as a patch, not as text.
-PATCH_KEYS = ("patch", "expected_patch", "model_patch", "test_patch")
 
 
 class ExportError(ValueError):
@@ -70,23 +70,6 @@ class ExportOptions:
     tokenizer: str | None = None
     model_name: str | None = None
     unredacted: bool = False
-
-
-@dataclass
-class Tally:
-    count: int = 0
-    findings: int = 0
-    by_rule: RedactionCounts = field(default_factory=Counter)  # (rule, field) -> count, never the text
-
-    def found(self, findings: list[Finding]) -> None:
-        self.findings += len(findings)
-        count_findings(findings, into=self.by_rule)
-
-    def rules(self) -> dict[str, int]:
-        per_rule: Counter[str] = Counter()
-        for (rule, _), count in self.by_rule.items():
-            per_rule[rule] += count
-        return dict(per_rule)
 
 
 @dataclass
@@ -390,11 +373,11 @@ def build_export(kind: str, format_name: str, options: ExportOptions, user: Any 
         content_type=CONTENT_TYPES[chosen.encoding],
         redacted=not options.unredacted,
     )
-    clean = _redacted(rows.rows, rows.where, export)
+    clean = redacted_rows(rows.rows, rows.where, export.redacted, export.tally)
     if chosen.encoding == "jsonl" and chosen.layout is _same and rows.lines is not None:
-        export.pieces = _redacted_lines(rows.lines, rows.where, export)
+        export.pieces = redacted_lines(rows.lines, rows.where, export.redacted, export.tally)
     elif chosen.encoding == "jsonl":
-        export.pieces = fmt.jsonl(_marked(clean, export))
+        export.pieces = fmt.jsonl(marked(clean, export.redacted))
     elif chosen.encoding == "taskdir":
         export.files = _task_files(clean, export)
     else:
@@ -412,78 +395,6 @@ def build_export(kind: str, format_name: str, options: ExportOptions, user: Any 
     return export
 
 
-def redact_row(row: dict[str, Any], where: str) -> tuple[dict[str, Any], list[Finding]]:
-    """The row with every string redacted; a diff only in the lines it adds (core.redaction.redact_patch),
-    so the context lines still match the repository it applies to."""
-    diffs = {key for key in PATCH_KEYS if isinstance(row.get(key), str)}
-    clean, findings = redact_record({k: v for k, v in row.items() if k not in diffs}, where)
-    for key in diffs:
-        clean[key], found = redact_patch(row[key], f"{where}.{key}")
-        findings.extend(found)
-    return {key: clean[key] for key in row}, findings  # the key order of the record, so a file reads the same
-
-
-def needs_redaction(row: dict[str, Any]) -> bool:
-    """Whether any rule fires anywhere in the record, found by one scan of its JSON text.
-
-    One scan of a record costs a fraction of one call per string (a step has a dozen), and most
-    records hold nothing. In the JSON text an escape (\\n, \\", \\uXXXX) stands for one character
-    of a string; a space stands in for it here: like the newline, quote or backslash it replaces,
-    it is no word character, so no rule's match or word boundary moves. A hit, or a false alarm
-    spanning two fields, sends the record to redact_row, the field-by-field pass whose result is
-    the one written.
-    """
-    return _fires(orjson.dumps(row).decode())
-
-
-def _fires(json_text: str) -> bool:
-    return bool(redact_text(JSON_ESCAPE.sub(" ", json_text), "")[1])
-
-
-def _redacted_lines(lines: Iterator[tuple[bytes, str]], where: str, export: Export) -> Iterator[bytes]:
-    """`_redacted` and `_marked` for records that are already JSONL lines: decoded only when changed.
-
-    A trajectory redacted on import under the rules in force is not scanned again, but for its
-    flags: the reward service wrote those afterwards, with evidence from the test run.
-    """
-    first = True
-    current = rules_version()
-    for line, redacted_with in lines:
-        if export.redacted:
-            if redacted_with == current:
-                flags = orjson.loads(line).get("flags")
-                fires = bool(flags) and _fires(orjson.dumps(flags).decode())
-            else:
-                fires = _fires(line.decode())
-            if fires:
-                row, findings = redact_row(orjson.loads(line), where)
-                export.tally.found(findings)
-                line = orjson.dumps(row) + b"\n"
-        elif first:
-            line = orjson.dumps({UNREDACTED_MARK: True, **orjson.loads(line)}) + b"\n"
-        first = False
-        export.tally.count += 1
-        yield line
-
-
-def _redacted(rows: Iterator[dict[str, Any]], where: str, export: Export) -> Iterator[dict[str, Any]]:
-    for row in rows:
-        if export.redacted and needs_redaction(row):
-            row, findings = redact_row(row, where)
-            export.tally.found(findings)
-        export.tally.count += 1
-        yield row
-
-
-def _marked(rows: Iterator[dict[str, Any]], export: Export) -> Iterator[dict[str, Any]]:
-    first = True
-    for row in rows:
-        if first and not export.redacted:
-            row = {UNREDACTED_MARK: True, **row}
-        first = False
-        yield row
-
-
 def _task_files(records: Iterator[dict[str, Any]], export: Export) -> Iterator[FilePiece]:
     """Each task's directory, its text files passed through redaction as the records are."""
     if not export.redacted:
@@ -492,21 +403,9 @@ def _task_files(records: Iterator[dict[str, Any]], export: Export) -> Iterator[F
         task = Task.objects.get(pk=record["pk"])
         try:
             for name, content, mode in taskdir_files(task):
-                yield name, _redact_file(name, content, export), mode
+                yield name, redact_file(name, content, export.redacted, export.tally), mode
         except TaskExportError as exc:
             raise ExportError(str(exc)) from None
-
-
-def _redact_file(name: str, content: bytes, export: Export) -> bytes:
-    if not export.redacted:
-        return content
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError:
-        return content
-    clean, findings = redact_text(text, name)
-    export.tally.found(findings)
-    return clean.encode("utf-8") if findings else content
 
 
 def _audited(pieces: Iterator[Any], export: Export, user: Any) -> Iterator[Any]:

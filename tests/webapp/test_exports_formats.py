@@ -20,7 +20,8 @@ from tests.factories import UserFactory
 from training.models import TrainingSet
 from trajectories.models import Step, Trajectory
 from webapp import export_formats
-from webapp.export_kinds import KINDS, UNREDACTED_MARK, needs_redaction, redact_row
+from webapp.export_kinds import KINDS
+from webapp.export_redaction import UNREDACTED_MARK, needs_redaction, redact_row
 
 pytestmark = pytest.mark.django_db
 # Shaped like an AWS access key id (not AWS's documented example, which redaction keeps).
