@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,50 +21,20 @@ from core.vocabulary import CheckpointKind, TrainingKind, values
 from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
 from training.queries import find_training_set, set_spec
+from training.schema import GRPO_MODES, RL_KEYS, check_rl, whole
 
 # The keys of the rl_config shape; those Crucible does not use are accepted and kept as given,
 # so a config written for another set-up in this shape validates. Anything else is a typo worth reporting.
 SECTIONS: dict[str, frozenset[str]] = {
     "model": frozenset({"base_model", "load_in_4bit", "torch_dtype"}),
     "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
-    "rl": frozenset(
-        {
-            "max_steps",
-            "batch_size",
-            "gradient_accumulation_steps",
-            "learning_rate",
-            "kl_coef",
-            "num_generations",
-            "max_length",
-            "max_new_tokens",
-            "temperature",
-            "seed",
-            "trajectory_dir",
-            "reward_clip",
-        }
-    ),
+    "rl": RL_KEYS,
     "data": frozenset({"training_set", "train_file", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}),
     "logging": frozenset({"save_every_steps", "log_file"}),
 }
 TOP_LEVEL = frozenset({"kind", "name", *SECTIONS})
-GRPO_MODES = ("single_turn", "agent")
 MAX_CONFIG_BYTES = 64 * 1024
 NAME_MAX = 200
-
-# Defaults small enough for the bundled model on a CPU; a GPU user raises them in the config.
-RL_DEFAULTS: dict[str, Any] = {
-    "max_steps": 10,
-    "batch_size": 2,
-    "gradient_accumulation_steps": 1,
-    "learning_rate": 1e-5,
-    "kl_coef": 0.05,
-    "max_length": 1024,
-    "seed": 0,
-}
-GRPO_DEFAULTS: dict[str, Any] = {"num_generations": 2, "max_new_tokens": 64, "temperature": 1.0}
-POSITIVE_INTS = ("max_steps", "batch_size", "gradient_accumulation_steps", "max_length", "max_new_tokens")
-STEP_LIMIT = 1_000_000
-MIN_LENGTH = 16  # tokens: below this no chat prompt fits
 
 
 class ConfigError(ValueError):
@@ -113,30 +82,6 @@ def parse(text: str) -> dict[str, Any]:
 
 def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
-
-
-def _number(value: Any) -> float | None:
-    # YAML 1.1 reads `1e-6` (no dot) as a string; configs often write learning rates that way.
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
-
-
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return None
 
 
 class _Checker:
@@ -187,7 +132,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
         if mode not in GRPO_MODES:
             c.error("environment.mode", f"must be one of {', '.join(GRPO_MODES)}")
         environment["mode"] = mode
-    save_every = _int(logging_.get("save_every_steps", rl.get("max_steps") or 1))
+    save_every = whole(logging_.get("save_every_steps", rl.get("max_steps") or 1))
     if save_every is None or save_every < 1:
         c.error("logging.save_every_steps", "must be a positive whole number of steps")
     else:
@@ -220,54 +165,9 @@ def check(raw: dict[str, Any]) -> RunConfig:
 
 
 def _check_rl(c: _Checker, rl: dict[str, Any], kind: TrainingKind | None) -> dict[str, Any]:
-    defaults = {**RL_DEFAULTS, **(GRPO_DEFAULTS if kind is TrainingKind.GRPO else {})}
-    out = {**defaults, **rl}
-    for key in POSITIVE_INTS:
-        if key not in out:
-            continue
-        number = _int(out[key])
-        if key == "max_length" and number is not None and number < MIN_LENGTH:
-            c.error("rl.max_length", f"must be at least {MIN_LENGTH} tokens")
-        elif number is None or not 0 < number <= STEP_LIMIT:
-            c.error(f"rl.{key}", f"must be a positive whole number (at most {STEP_LIMIT})")
-        else:
-            out[key] = number
-    seed = _int(out["seed"])
-    if seed is None:
-        c.error("rl.seed", "must be a whole number")
-    else:
-        out["seed"] = seed
-    lr = _number(out["learning_rate"])
-    if lr is None or not math.isfinite(lr) or lr <= 0 or lr >= 1:
-        c.error("rl.learning_rate", "must be a number between 0 and 1, e.g. 1e-5")
-    else:
-        out["learning_rate"] = lr
-    kl = _number(out["kl_coef"])
-    if kl is None or not math.isfinite(kl) or kl < 0:
-        c.error("rl.kl_coef", "must be a number of at least 0")
-    else:
-        out["kl_coef"] = kl
-    if "temperature" in out:
-        temperature = _number(out["temperature"])
-        if temperature is None or not 0 < temperature <= 5:
-            c.error("rl.temperature", "must be a number above 0 and at most 5")
-        else:
-            out["temperature"] = temperature
-    if kind is TrainingKind.GRPO:
-        generations = _int(out["num_generations"])
-        if generations is None or generations < 2:
-            c.error("rl.num_generations", "must be at least 2: GRPO compares generations of one prompt")
-        else:
-            out["num_generations"] = generations
-            batch = out.get("batch_size")
-            if isinstance(batch, int) and batch % generations:
-                c.error(
-                    "rl.batch_size",
-                    f"{batch} is not divisible by rl.num_generations ({generations}): "
-                    "each batch holds whole groups of generations",
-                )
-    elif "num_generations" in rl:
-        c.error("rl.num_generations", "applies to grpo runs only")
+    out, errors = check_rl(rl, kind)
+    for key, message in errors.items():
+        c.error(key, message)
     return out
 
 
@@ -281,7 +181,7 @@ def _resolve_model(
     ref = ref.strip()
     checkpoint: Checkpoint | None = None
     if ref.startswith("checkpoint:"):
-        ident = _int(ref.removeprefix("checkpoint:"))
+        ident = whole(ref.removeprefix("checkpoint:"))
         checkpoint = Checkpoint.objects.filter(pk=ident).first() if ident is not None else None
         if checkpoint is None:
             c.error("model.base_model", f"no registered checkpoint {ref!r}")

@@ -80,7 +80,7 @@ def test_grpo_batches_hold_whole_groups_of_generations() -> None:
     verified_set()
     errors = errors_of(config("grpo", rl={"batch_size": 3, "num_generations": 2}))
     assert errors == {"rl.batch_size": errors["rl.batch_size"]}
-    assert "not divisible by rl.num_generations (2)" in errors["rl.batch_size"]
+    assert "(3) must be a multiple of rl.num_generations (2)" in errors["rl.batch_size"]
     assert "at least 2" in errors_of(config("grpo", rl={"num_generations": 1}))["rl.num_generations"]
     assert "grpo runs only" in errors_of(config("sft", rl={"num_generations": 2}))["rl.num_generations"]
     ok = check(config("grpo", rl={"batch_size": 4, "num_generations": 2}, environment={"mode": "agent"}))

@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from transformers import TrainerCallback
 
 from core.vocabulary import TrainingKind, values
+from training.schema import GRPO_MODES, RL, check_rl, whole
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
 
 KINDS = values(TrainingKind)
-GRPO_MODES = ("single_turn", "agent")
 # A JSONL row bigger than this is a broken export, not a conversation (the limit bounds memory).
 MAX_ROW_BYTES = 16 * 1024 * 1024
 MAX_ROWS = 1_000_000
@@ -80,20 +80,22 @@ def log(message: str) -> None:
 
 @dataclass
 class TrainerConfig:
+    """The run's config as the trainer uses it; the rl numbers are training.schema's."""
+
     kind: str
     base_model: Path
     train_file: Path
     output_dir: Path
-    max_steps: int = 10
-    batch_size: int = 2
-    gradient_accumulation_steps: int = 1
-    learning_rate: float = 1e-5
-    kl_coef: float = 0.05
-    max_length: int = 1024
-    max_new_tokens: int = 64
-    num_generations: int = 2
-    temperature: float = 1.0
-    seed: int = 0
+    max_steps: int = int(RL["max_steps"].default)
+    batch_size: int = int(RL["batch_size"].default)
+    gradient_accumulation_steps: int = int(RL["gradient_accumulation_steps"].default)
+    learning_rate: float = RL["learning_rate"].default
+    kl_coef: float = RL["kl_coef"].default
+    max_length: int = int(RL["max_length"].default)
+    max_new_tokens: int = int(RL["max_new_tokens"].default)
+    num_generations: int = int(RL["num_generations"].default)
+    temperature: float = RL["temperature"].default
+    seed: int = int(RL["seed"].default)
     save_every_steps: int = 0  # 0: only the final checkpoint
     mode: str = "single_turn"
     environment: dict[str, Any] = field(default_factory=dict)
@@ -110,24 +112,6 @@ def _section(raw: dict[str, Any], name: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TrainerError(f"config.{name} must be a mapping")
     return value
-
-
-def _int(section: dict[str, Any], key: str, default: int, where: str, minimum: int = 1) -> int:
-    value = section.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise TrainerError(f"config.{where}.{key} must be an integer >= {minimum}, not {value!r}")
-    return value
-
-
-def _float(section: dict[str, Any], key: str, default: float, where: str) -> float:
-    value = section.get(key, default)
-    try:
-        number = float(value)  # YAML 1.1 reads 1e-6 as a string
-    except (TypeError, ValueError):
-        raise TrainerError(f"config.{where}.{key} must be a number, not {value!r}") from None
-    if isinstance(value, bool) or not math.isfinite(number) or number < 0:
-        raise TrainerError(f"config.{where}.{key} must be a finite number >= 0, not {value!r}")
-    return number
 
 
 def _path(value: Any, where: str, *, directory: bool) -> Path:
@@ -158,33 +142,26 @@ def read_config(run_dir: Path) -> TrainerConfig:
     mode = environment.get("mode", "single_turn")
     if mode not in GRPO_MODES:
         raise TrainerError(f"config.environment.mode must be one of {', '.join(GRPO_MODES)}, not {mode!r}")
+    rl, errors = check_rl(rl, TrainingKind(kind))
+    if errors:
+        key, message = next(iter(errors.items()))
+        raise TrainerError(f"config.{key} {message}, not {rl.get(key.removeprefix('rl.'))!r}")
+    given = logging_.get("save_every_steps", 0)
+    save_every = whole(given)
+    if save_every is None or save_every < 0:
+        raise TrainerError(f"config.logging.save_every_steps must be a whole number >= 0, not {given!r}")
     output = raw.get("output_dir") or str(run_dir / "output")
-    config = TrainerConfig(
+    return TrainerConfig(
         kind=kind,
         base_model=_path(model.get("base_model"), "model.base_model", directory=True),
         train_file=_path(data.get("train_file"), "data.train_file", directory=False),
         output_dir=Path(str(output)).expanduser().resolve(),
-        max_steps=_int(rl, "max_steps", 10, "rl"),
-        batch_size=_int(rl, "batch_size", 2, "rl"),
-        gradient_accumulation_steps=_int(rl, "gradient_accumulation_steps", 1, "rl"),
-        learning_rate=_float(rl, "learning_rate", 1e-5, "rl"),
-        kl_coef=_float(rl, "kl_coef", 0.05, "rl"),
-        max_length=_int(rl, "max_length", 1024, "rl", minimum=16),
-        max_new_tokens=_int(rl, "max_new_tokens", 64, "rl"),
-        num_generations=_int(rl, "num_generations", 2, "rl", minimum=2 if kind == "grpo" else 1),
-        temperature=_float(rl, "temperature", 1.0, "rl"),
-        seed=_int(rl, "seed", 0, "rl", minimum=0),
-        save_every_steps=_int(logging_, "save_every_steps", 0, "logging", minimum=0),
+        **{key: rl[key] for key in RL if key in rl},
+        save_every_steps=save_every,
         mode=str(mode),
         environment=environment,
         raw=raw,
     )
-    if kind == "grpo" and config.batch_size % config.num_generations:
-        raise TrainerError(
-            f"config.rl.batch_size ({config.batch_size}) must be a multiple of rl.num_generations "
-            f"({config.num_generations}): GRPO compares the generations of one prompt within a batch"
-        )
-    return config
 
 
 def read_jsonl(path: Path, required: tuple[str, ...]) -> list[dict[str, Any]]:

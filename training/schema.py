@@ -1,0 +1,165 @@
+"""The numbers of a training config's `rl` section: one declaration, read by both checkers.
+
+The Django side (training.config, when a run is created from the page, the API or the command)
+and the trainer (training.trainers.common, which re-reads the run directory's config.json on a
+GPU host, where the file may come from anywhere) check the same fields against the same bounds
+with the same defaults, because both read this table. Plain Python: the trainer has no Django.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from core.vocabulary import TrainingKind
+
+STEP_LIMIT = 1_000_000
+# How a grpo run meets its tasks: one completion scored as a patch, or an agent episode in a sandbox.
+GRPO_MODES = ("single_turn", "agent")
+MIN_LENGTH = 16  # tokens: below this no chat prompt fits
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One number of `rl`: its type, default, bounds, and what a wrong value is told."""
+
+    key: str
+    whole: bool  # an int (True) or a float
+    default: int | float
+    help: str  # what it does, for docs/training.md and the error
+    minimum: float | None = None
+    above: bool = False  # strictly above the minimum
+    maximum: float | None = None
+    below: bool = False  # strictly below the maximum
+    kinds: tuple[TrainingKind, ...] = ()  # only these kinds take it (empty: every kind)
+    defaulted: tuple[TrainingKind, ...] | None = None  # kinds that get the default when it is absent (None: all)
+
+    def coerce(self, value: Any) -> int | float | None:
+        """The value as this setting's number, or None when it is not one or out of bounds."""
+        got = whole(value) if self.whole else number(value)
+        if got is None or not math.isfinite(got):
+            return None
+        if self.minimum is not None and (got <= self.minimum if self.above else got < self.minimum):
+            return None
+        if self.maximum is not None and (got >= self.maximum if self.below else got > self.maximum):
+            return None
+        return got
+
+    def applies(self, kind: TrainingKind | None) -> bool:
+        return not self.kinds or kind in self.kinds
+
+    def defaults_for(self, kind: TrainingKind | None) -> bool:
+        return self.applies(kind) and (self.defaulted is None or kind in self.defaulted)
+
+
+_POSITIVE = f"must be a positive whole number (at most {STEP_LIMIT})"
+GRPO = (TrainingKind.GRPO,)
+
+# Defaults small enough for the bundled model on a CPU; a GPU user raises them in the config.
+RL_SETTINGS: tuple[Setting, ...] = (
+    Setting("max_steps", True, 10, "optimizer steps of the run", 1, maximum=STEP_LIMIT),
+    Setting("batch_size", True, 2, "rows per device and step (grpo: generations, whole groups)", 1, maximum=STEP_LIMIT),
+    Setting("gradient_accumulation_steps", True, 1, "batches per optimizer step", 1, maximum=STEP_LIMIT),
+    Setting("learning_rate", False, 1e-5, "the optimizer's step size, e.g. 1e-5", 0, True, 1, True),
+    Setting("kl_coef", False, 0.05, "dpo's beta; grpo's KL weight against the base", 0),
+    Setting("max_length", True, 1024, "tokens of prompt and answer kept", MIN_LENGTH, maximum=STEP_LIMIT),
+    Setting("max_new_tokens", True, 64, "tokens per generation (grpo)", 1, maximum=STEP_LIMIT, defaulted=GRPO),
+    Setting("temperature", False, 1.0, "sampling temperature of generations (grpo)", 0, True, 5, defaulted=GRPO),
+    Setting("num_generations", True, 2, "generations per prompt that grpo compares", 2, kinds=GRPO),
+    Setting("seed", True, 0, "the seed of the trainer's random numbers"),
+)
+RL = {setting.key: setting for setting in RL_SETTINGS}
+# Keys of the rl section that Crucible accepts and keeps without using (other set-ups use them).
+RL_KEPT = frozenset({"trajectory_dir", "reward_clip"})
+RL_KEYS = frozenset(RL) | RL_KEPT
+
+
+def rule(setting: Setting) -> str:
+    """What a wrong value of `setting` is told."""
+    if setting.key == "num_generations":
+        return "must be at least 2: GRPO compares generations of one prompt"
+    if setting.key == "max_length":
+        return f"must be a whole number of tokens, at least {MIN_LENGTH}"
+    if setting.whole:
+        return "must be a whole number" if setting.minimum is None else _POSITIVE
+    if setting.maximum is not None and setting.minimum is not None:
+        return f"must be a number between {setting.minimum:g} and {setting.maximum:g}" + (
+            f", e.g. {setting.default:g}" if setting.below else ""
+        )
+    return f"must be a number of at least {setting.minimum:g}"
+
+
+def check_rl(rl: dict[str, Any], kind: TrainingKind | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """`rl` with its defaults filled in and its numbers normalised, and an error per bad key
+    (keyed `rl.<key>`). Keys this table does not declare are kept as given."""
+    out = {key: value for key, value in rl.items()}
+    errors: dict[str, str] = {}
+    for setting in RL_SETTINGS:
+        if setting.key not in out:
+            if setting.defaults_for(kind):
+                out[setting.key] = setting.default
+            continue
+        if not setting.applies(kind):
+            errors[f"rl.{setting.key}"] = f"applies to {' and '.join(setting.kinds)} runs only"
+            continue
+        got = setting.coerce(out[setting.key])
+        if got is None:
+            errors[f"rl.{setting.key}"] = rule(setting)
+        else:
+            out[setting.key] = int(got) if setting.whole else float(got)
+    batch, generations = out.get("batch_size"), out.get("num_generations")
+    if kind is TrainingKind.GRPO and not errors.keys() & {"rl.batch_size", "rl.num_generations"}:
+        if isinstance(batch, int) and isinstance(generations, int) and batch % generations:
+            errors["rl.batch_size"] = (
+                f"rl.batch_size ({batch}) must be a multiple of rl.num_generations ({generations}): "
+                "each batch holds whole groups of generations of one prompt"
+            )
+    return out, errors
+
+
+def number(value: Any) -> float | None:
+    """A number from a config value, else None. YAML 1.1 reads `1e-6` (no dot) as text, and configs
+    often write learning rates that way."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def whole(value: Any) -> int | None:
+    """A whole number from a config value (an int, or digits as text), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def bounds(setting: Setting) -> str:
+    """The values `setting` takes, as docs/training.md's table says them."""
+    low = "" if setting.minimum is None else f"{'>' if setting.above else '≥'} {_shown(setting.minimum)}"
+    high = "" if setting.maximum is None else f"{'<' if setting.below else '≤'} {_shown(setting.maximum)}"
+    kind = "whole number" if setting.whole else "number"
+    return ", ".join(part for part in (kind, low, high) if part)
+
+
+def doc_rows() -> list[str]:
+    """The rows of docs/training.md's table of rl settings (a test keeps the page in step)."""
+    rows = []
+    for setting in RL_SETTINGS:
+        kinds = " and ".join(setting.kinds) if setting.kinds else "all"
+        rows.append(f"| `{setting.key}` | {_shown(setting.default)} | {bounds(setting)} | {kinds} | {setting.help} |")
+    return rows
+
+
+def _shown(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
