@@ -50,9 +50,23 @@ def test_a_value_that_exists_is_one_a_batch_may_be_made_from(changes: dict[str, 
 
 
 def test_the_command_and_the_form_build_the_same_settings() -> None:
-    command: dict[str, object] = {"policy": "scripted", "model": "", "base_url": "", "samples": 2, "temperature": 0.5, "top_p": 1.0}
+    command: dict[str, object] = {
+        "policy": "scripted",
+        "model": "",
+        "base_url": "",
+        "samples": 2,
+        "temperature": 0.5,
+        "top_p": 1.0,
+    }
     command |= {"max_steps": 7, "max_new_tokens": 256, "sandbox": "bwrap", "seed": 0, "score_timeout": 900.0}
-    form: dict[str, object] = {"suite": None, "policy": "scripted", "model": "", "base_url": "", "samples": 2, "temperature": 0.5}
+    form: dict[str, object] = {
+        "suite": None,
+        "policy": "scripted",
+        "model": "",
+        "base_url": "",
+        "samples": 2,
+        "temperature": 0.5,
+    }
     form |= {"max_steps": 7, "sandbox": "bwrap", "tasks": []}
     assert RolloutSettings.from_options(command) == RolloutSettings.from_options(form)
     assert RolloutSettings.from_options(form) == RolloutSettings("scripted", samples=2, temperature=0.5, max_steps=7)
