@@ -34,7 +34,14 @@ from django.utils import timezone
 from core import states
 from core.live import publish_on_commit
 from core.objectstore import StoreError
-from core.vocabulary import CheckpointKind, RunStatus, Termination, TrajectorySource, TrajectoryStatus
+from core.vocabulary import (
+    ActionType,
+    CheckpointKind,
+    PolicyKind,
+    RunStatus,
+    Termination,
+    TrajectorySource,
+)
 from rewards.services import probe_secret
 from tasks.models import Task
 from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model, local_checkpoint, publish_checkpoint
@@ -49,7 +56,8 @@ from training.services import (
     stop_process_group,
     worker_name,
 )
-from trajectories.models import Step, Trajectory
+from trajectories.schema import ACTION_TYPES, ClaimedOutcome
+from trajectories.services import store_trajectory
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +65,24 @@ LOG_TAIL_LINES = 200
 LOG_LINE_CHARS = 2000
 MAX_METRIC_KEYS = 64
 MAX_EVENT_BYTES = 1 << 20
-TEXT_LIMIT = 200_000
 # After the trainer exits, output still in flight is read for this long.
 DRAIN_SECONDS = 1.0
 MAX_ROLLOUT_STEPS = 200  # a rollout's completion or patch, as stored
 EOF = object()
+
+
+def _rollout_step(raw: Any) -> dict[str, Any] | None:
+    """A trainer's episode step as a record's step; a step of no known action is an invalid one."""
+    if not isinstance(raw, dict):
+        return None
+    action_type = raw.get("action_type")
+    known = action_type in ACTION_TYPES
+    return {
+        "action_type": action_type if known else ActionType.INVALID,
+        "action_input": raw.get("action_input") if known else str(raw.get("action_input") or ""),
+        "thought": str(raw.get("thought") or ""),
+        "observation": str(raw.get("observation") or ""),
+    }
 
 
 def trainer_environment() -> dict[str, str]:
@@ -226,59 +247,43 @@ class RunFollower:
             self.tail.append(f"[crucible] checkpoint {checkpoint.pk} not uploaded: {exc}"[:LOG_LINE_CHARS])
 
     def on_rollout(self, event: dict[str, Any]) -> None:
-        """A GRPO generation and its reward, kept as a trajectory of the run (not verified: the
-        reward service has not scored it, so no training set takes it as is)."""
-        task_id = str(event.get("task_id", ""))[:200]
-        reward = event.get("reward")
-        reward = float(reward) if isinstance(reward, int | float) and math.isfinite(reward) else None
+        """A GRPO generation and its reward, kept as a trajectory of the run, written by the import's
+        writer (checked, bounded, redacted). Not verified: the reward service has not scored it,
+        so no training set takes it as is; the trainer's reward is kept as its reward."""
+        task_id = str(event.get("task_id", ""))
         task = Task.objects.filter(task_id=task_id).select_related("suite").first()
         raw_steps = event.get("steps")
-        steps: list[Any] = raw_steps if isinstance(raw_steps, list) else []
-        resolved = event.get("resolved")
-        now = timezone.now()
-        trajectory = Trajectory.objects.create(
-            trajectory_id=uuid.uuid4(),
-            status=TrajectoryStatus.FINISHED,
-            task_ref=task_id,
-            task=task,
-            suite=task.suite if task else None,
-            task_version=task.version if task else "",
-            prompt=task.statement if task else "",
-            policy={
-                "kind": "hf",
-                "model": self.run.config.get("model", {}).get("base_model", ""),
-                "training_run": self.run.pk,
-            },
-            policy_kind="hf",
-            patch=str(event.get("patch") or "")[:TEXT_LIMIT],
-            final_reward=reward,
-            success=resolved if isinstance(resolved, bool) else None,
-            termination=Termination.SUBMITTED,
-            source=TrajectorySource.ONLINE,
-            step_count=min(len(steps), MAX_ROLLOUT_STEPS),
-            extra={
-                "training_run": self.run.pk,
-                "step": self._step(event),
-                "mode": str(event.get("mode") or "")[:32],
-                "completion": str(event.get("completion") or "")[:TEXT_LIMIT],
-                "breakdown": event.get("breakdown") if isinstance(event.get("breakdown"), dict) else {},
-                # The trainer's scorer's flags: evidence, not yet the reward service's verdict.
-                "flags": event.get("flags") if isinstance(event.get("flags"), list) else [],
-            },
-            created_at=now,
-        )
-        Step.objects.bulk_create(
-            Step(
-                trajectory=trajectory,
-                step=number,
-                action_type=str(raw.get("action_type") or "invalid")[:16],
-                action_input=raw.get("action_input"),
-                thought=str(raw.get("thought") or "")[:TEXT_LIMIT],
-                observation=str(raw.get("observation") or "")[:TEXT_LIMIT],
-            )
-            for number, raw in enumerate(steps[:MAX_ROLLOUT_STEPS], start=1)
-            if isinstance(raw, dict)
-        )
+        steps = [_rollout_step(raw) for raw in (raw_steps if isinstance(raw_steps, list) else [])]
+        reward, resolved, flags = event.get("reward"), event.get("resolved"), event.get("flags")
+        outcome: ClaimedOutcome = {
+            "final_reward": float(reward) if isinstance(reward, int | float) and math.isfinite(reward) else None,
+            "success": resolved if isinstance(resolved, bool) else None,
+            # The trainer's scorer's flags: evidence, not yet the reward service's verdict.
+            "flags": flags if isinstance(flags, list) else [],
+        }
+        record = {
+            "trajectory_id": str(uuid.uuid4()),
+            "task_id": task_id,
+            "task_version": task.version if task else "",
+            "prompt": task.statement if task else "",
+            "policy": {"kind": PolicyKind.HF, "model": self.run.config.get("model", {}).get("base_model", "")},
+            "patch": str(event.get("patch") or ""),
+            "termination": Termination.SUBMITTED,
+            "source": TrajectorySource.ONLINE,
+            "claimed": outcome,
+            "steps": [step for step in steps if step is not None][:MAX_ROLLOUT_STEPS],
+            # Not of the interchange shape: kept in the trajectory's extra.
+            "training_run": self.run.pk,
+            "step": self._step(event),
+            "mode": str(event.get("mode") or "")[:32],
+            "completion": str(event.get("completion") or ""),
+            "breakdown": event.get("breakdown") if isinstance(event.get("breakdown"), dict) else {},
+        }
+        try:
+            # Fenced like the metrics: a launcher whose run was declared lost or cancelled records nothing more.
+            states.write(self.lease, lambda: store_trajectory(record, f"training run {self.run.pk}", verified=outcome))
+        except states.Superseded:
+            logger.info("training run %s: a rollout after the run stopped being ours was dropped", self.run.pk)
 
     def on_done(self, event: dict[str, Any]) -> None:
         self.done_status = str(event.get("status", ""))

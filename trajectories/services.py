@@ -24,7 +24,7 @@ from core.redaction import Finding, redact_patch, redact_record, redact_text, ru
 from tasks.models import Task
 from trajectories.bulk import insert_steps, step_row
 from trajectories.models import Trajectory, duplicate_rate
-from trajectories.schema import RecordError, check_record
+from trajectories.schema import ClaimedOutcome, RecordError, check_record
 
 # A chunk is flushed to the database at whichever limit comes first; memory stays
 # bounded by the chunk, never by the file.
@@ -111,6 +111,32 @@ def read_records(fh: IO[bytes], on_bytes: Callable[[int], None] | None = None) -
         record = check_record(raw, lineno, line)
         record["lineno"] = lineno
         yield record
+
+
+def store_trajectory(raw: dict[str, Any], origin: str, *, verified: ClaimedOutcome | None = None) -> Trajectory:
+    """One record of the interchange shape that Crucible made itself (a training run's generation),
+    written as an import writes each record of a file: bounded as a line is, checked by
+    trajectories.schema, redacted, its steps through the bulk writer. `verified` is the outcome the
+    maker scored it with under a reward spec; a record's own outcome is only ever a claim.
+    `origin` says in the audit log where a redacted record came from. Raises RecordError for a
+    record an import would refuse.
+    """
+    line = orjson.dumps(raw)
+    limit = settings.CRUCIBLE_MAX_JSONL_LINE_BYTES
+    if len(line) > limit:
+        raise RecordError(1, f"record is longer than the {limit // (1024 * 1024)} MiB limit")
+    record = check_record(_strip_nuls(raw) if b"\\u0000" in line else raw, 1, line)
+    record["lineno"] = 1
+    findings = redact_trajectory_record(record)
+    with transaction.atomic():
+        _insert_chunk([record], {}, TrajectoryImportResult(), allow_unknown_tasks=True)
+        if verified is not None:
+            Trajectory.objects.filter(trajectory_id=record["trajectory_id"]).update(
+                final_reward=verified["final_reward"], success=verified["success"]
+            )
+        if findings:
+            record_redactions(None, f"trajectory {record['trajectory_id']}", findings, source=origin)
+    return Trajectory.objects.get(trajectory_id=record["trajectory_id"])
 
 
 def import_trajectories(

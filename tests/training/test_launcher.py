@@ -176,6 +176,35 @@ def test_rollout_events_become_trajectories_of_the_run_and_junk_is_log(fake_trai
     assert not run.checkpoints.exists()
 
 
+@pytest.mark.django_db
+def test_rollouts_go_through_the_import_writer_and_stop_when_the_run_is_not_ours() -> None:
+    verified_set()
+    run = create_run(config("sft"), enqueue=False)  # the follower does not care which kind speaks
+    follower = RunFollower(TrainingRun.objects.get(pk=run.pk), running_run(run))
+    secret = "token ghp_" + "a1B2c3D4e5" * 4
+    leaky = {
+        "event": "rollout",
+        "task_id": "task_a",
+        "completion": f"here is {secret}",
+        "steps": [{"action_type": "run_command", "action_input": {"command": "env"}, "observation": secret}],
+        "reward": 1.0,
+        "flags": ["test_modification"],
+    }
+    follower.line("out", json.dumps(leaky))
+    stored = Trajectory.objects.get(extra__training_run=run.pk)
+    assert "ghp_a1B2" not in json.dumps(stored.extra) and "ghp_a1B2" not in stored.steps.get().observation
+    assert stored.redacted_with and stored.duplicate_rate is not None  # what an import writes
+    assert stored.claimed == {"final_reward": 1.0, "success": None, "flags": ["test_modification"]}
+    assert stored.final_reward == 1.0 and stored.scored_spec == ""
+
+    follower.line("out", json.dumps({**leaky, "task_id": "t" * 500}))  # refused as an import would refuse it
+    assert "ignored a malformed rollout event" in follower.log_tail() and "task_id" in follower.log_tail()
+
+    TrainingRun.objects.filter(pk=run.pk).update(attempt=2)  # the run was taken over: this launcher is stale
+    follower.line("out", json.dumps({**leaky, "task_id": "task_b"}))
+    assert Trajectory.objects.filter(extra__training_run=run.pk).count() == 1
+
+
 def test_the_trainer_runs_under_accelerate_with_one_process_or_a_given_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CRUCIBLE_TRAINING_LAUNCHER", raising=False)
     monkeypatch.delenv("CRUCIBLE_ACCELERATE_CONFIG", raising=False)
