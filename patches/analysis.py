@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 
-from core import pysource
+from patches import pysource
 from patches.model import FilePatch, LineKind
 from patches.parse import parse
 

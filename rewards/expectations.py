@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import pysource
+from patches import pysource
 from rewards.behaviour.hosts import own_nodes
 from rewards.behaviour.model import NodeRef, parse_nodeid
 from rewards.behaviour.twins import MATCHER_NAMES, VALUE_CONSTRUCTORS

@@ -19,8 +19,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import pysource
 from core.vocabulary import Detector
+from patches import pysource
 from rewards.anticheat import Flag
 from rewards.behaviour.model import parse_nodeid
 from rewards.expectations import is_literal

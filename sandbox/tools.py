@@ -15,7 +15,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from core import pysource
+from patches import pysource
 from sandbox.paths import ToolError, resolve
 
 MAX_READ_BYTES = 256 * 1024

@@ -11,7 +11,7 @@ import ast
 import logging
 import re
 
-from core import pysource
+from patches import pysource
 from rewards.anticheat.equality import Equality
 from rewards.anticheat.files import outside_workspace
 from rewards.anticheat.flags import Finding

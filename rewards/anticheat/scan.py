@@ -9,7 +9,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from core import pysource
+from patches import pysource
 from rewards.anticheat.detectors import Analysis
 from rewards.anticheat.files import file_size, read_bounded
 from rewards.anticheat.flags import Finding, Flag, SourceScan

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 import random
 
-from core import pysource
+from patches import pysource
 from rewards.behaviour.hosts import copy_test, end_with
 
 CANARY_COUNTS = (2, 3)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from core import pysource
+from patches import pysource
 from rewards.behaviour.model import NodeRef, ProbeError
 
 

@@ -15,7 +15,7 @@ import hmac
 import sys
 from pathlib import Path
 
-from core import pysource
+from patches import pysource
 from tasks.spec import TaskSpec
 
 # Files hashed for the plugin's conftest check; more than this and only conftest.py files are.

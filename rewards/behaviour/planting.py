@@ -13,7 +13,7 @@ import hmac
 import logging
 from pathlib import Path, PurePosixPath
 
-from core import pysource
+from patches import pysource
 from rewards.behaviour.canaries import CANARY_COUNTS, build_canary
 from rewards.behaviour.hosts import HostFile, Insert, find_test
 from rewards.behaviour.integrity import hashed_test_files, integrity_plugin, plugin_name

@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import random
 
-from core import pysource
+from patches import pysource
 from rewards.behaviour.hosts import as_list, copy_test, end_with
 from rewards.behaviour.model import ProbeError
 

@@ -28,7 +28,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from core import pysource
+from patches import pysource
 from sandbox.environments import EnvBuildError, EnvSpec, check_requirement, current_python, normalise
 
 logger = logging.getLogger(__name__)

@@ -14,9 +14,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from core import pysource
 from core.vocabulary import TaskSource
-from patches import is_test_path
+from patches import is_test_path, pysource
 from tasks.builders import statements
 from tasks.builders.common import (
     DEFAULT_TEST_COMMAND,

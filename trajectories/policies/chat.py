@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core import pysource
+from patches import pysource
 from trajectories.policies.base import Message, ToolCall
 
 TOOL_TEMPLATE_PATH = Path(__file__).with_name("chatml_tools.jinja")
