@@ -7,14 +7,14 @@ import json
 import logging
 import os
 import posixpath
-import shutil
 import sys
 import tarfile
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
+from core.artefacts import ArtefactError, checked_members, staged
 from core.storage import object_store, remote_storage, sha256_file
 from sandbox.environments import EnvBuildError, Environment, EnvSpec, ensure_environment, load_environment
 from tasks.builders.environment import detect_environment
@@ -96,41 +96,35 @@ def fetch_environment(spec: EnvSpec, root: Path) -> Path | None:
     target = root / row.key
     if load_environment(target) is not None:
         return target
-    staging = Path(tempfile.mkdtemp(prefix=".fetching-", dir=root))
-    try:
-        archive = staging / "env.tar.gz"
+
+    def fill(out: Path) -> None:
+        archive = out.with_name("env.tar.gz")
         object_store().get_file(archive_key(row.key), archive)
         if sha256_file(archive) != row.archive_sha256:
             raise ValueError(f"environments/{row.key}.tar.gz does not match the hash recorded when it was published")
         with tarfile.open(archive, "r:gz") as tar:
-            members = [_checked_member(member, row.key) for member in tar.getmembers()]
-            tar.extractall(staging / "out", members=members, filter="tar")  # noqa: S202 - every member checked above
-        try:
-            os.rename(staging / "out" / row.key, target)
-        except OSError:
-            if load_environment(target) is None:
-                raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            members = archive_members(tar, row.key)
+            tar.extractall(out.parent / "unpacked", members=members, filter="tar")  # noqa: S202 - checked above
+        os.rename(out.parent / "unpacked" / row.key, out)
+
+    staged(target, fill, ready=lambda path: load_environment(path) is not None)
     return target
 
 
-def _checked_member(member: tarfile.TarInfo, key: str) -> tarfile.TarInfo:
-    name = PurePosixPath(member.name)
-    if name.is_absolute() or ".." in name.parts or name.parts[:1] != (key,):
-        raise ValueError(f"environment archive member {member.name!r} is outside the environment")
-    if member.issym():
-        link = member.linkname
-        if posixpath.isabs(link):
-            # A venv's bin/python points at the interpreter it was made from, and nowhere else.
-            base = os.path.realpath(sys.base_prefix)
-            if not os.path.realpath(link).startswith(base + os.sep):
-                raise ValueError(f"environment archive link {member.name!r} points outside the interpreter")
-        elif _lands(member.name, link).parts[:1] != (key,):
-            raise ValueError(f"environment archive link {member.name!r} points outside the environment")
-    elif not (member.isfile() or member.isdir()):
-        raise ValueError(f"environment archive member {member.name!r} is not a file, folder or link")
-    return member
+def archive_members(tar: tarfile.TarFile, key: str) -> list[tarfile.TarInfo]:
+    """The members of environment `key`'s archive, all under `key/`; its links stay inside it, or
+    are the venv's links to the interpreter it was made from (bin/python), and nowhere else."""
+    base = os.path.realpath(sys.base_prefix)
+
+    def link_check(member: tarfile.TarInfo) -> str | None:
+        if posixpath.isabs(member.linkname) and not os.path.realpath(member.linkname).startswith(base + os.sep):
+            return "points outside the interpreter"
+        return None
+
+    try:
+        return checked_members(tar, f"environment {key}", root=key, link_check=link_check)
+    except ArtefactError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def record(spec: EnvSpec, env: Environment | None, repo: str = "", error: str = "") -> TaskEnvironment:
@@ -184,8 +178,3 @@ def environments_of(tasks: list[Task]) -> list[TaskEnvironment]:
             except EnvBuildError:
                 continue
     return list(TaskEnvironment.objects.filter(spec_hash__in=hashes).order_by("-updated_at"))
-
-
-def _lands(name: str, link: str) -> PurePosixPath:
-    """Where a relative link inside the archive points, as a path inside it."""
-    return PurePosixPath(posixpath.normpath(posixpath.join(posixpath.dirname(name), link)))

@@ -7,9 +7,8 @@ downstream (sandboxes, scoring, exports) reads a local directory as before.
 
 What a fetched tree holds is checked, not trusted: the archive may contain only plain
 folders and regular files under relative names, and the unpacked tree must hash to the
-name it was asked for before it is renamed into place. Two processes fetching the same
-tree at once both unpack into private temporary folders; one rename wins and the other
-finds the tree there. The cache is trimmed least recently used first above
+name it was asked for before it is renamed into place (core.artefacts: one rename wins when
+two processes fetch the same tree). The cache is trimmed least recently used first above
 CRUCIBLE_TREE_CACHE_BYTES, and only trees the object store also holds are ever dropped.
 """
 
@@ -19,15 +18,15 @@ import contextlib
 import fcntl
 import json
 import os
-import shutil
 import tarfile
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from django.conf import settings
 
+from core.artefacts import ArtefactError, checked_members, drop, pack, staged
 from core.objectstore import StoreError
 from core.storage import object_store, remote_storage
 from tasks.storage import TreeError, hash_tree, iter_tree, store_root, tree_path
@@ -81,29 +80,12 @@ def publish_tree(digest: str) -> bool:
         return False
     store, key = object_store(), tree_key(digest)
     if not store.exists(key):
-        root = tree_path(digest)
         with tempfile.TemporaryDirectory(prefix="crucible-tree-out-") as tmp:
             archive = Path(tmp) / "tree.tar"
-            with tarfile.open(archive, "w") as tar:
-                for rel, path in iter_tree(root):
-                    info = tar.gettarinfo(str(path), arcname=rel)
-                    info.uid = info.gid = 0
-                    info.uname = info.gname = ""
-                    info.mtime = 0  # the same tree always makes the same archive
-                    with path.open("rb") as handle:
-                        tar.addfile(info, handle)
+            pack(archive, iter_tree(tree_path(digest)))  # the same tree always makes the same archive
             store.put_file(key, archive)
     _note(digest, remote=True)
     return True
-
-
-def _safe_members(tar: tarfile.TarFile, digest: str) -> list[tarfile.TarInfo]:
-    members = tar.getmembers()
-    for member in members:
-        name = PurePosixPath(member.name)
-        if name.is_absolute() or ".." in name.parts or not (member.isfile() or member.isdir()):
-            raise TreeError(f"tree {digest}: the stored archive holds {member.name!r}, which no tree may hold")
-    return members
 
 
 def fetch_tree(digest: str) -> Path:
@@ -115,29 +97,27 @@ def fetch_tree(digest: str) -> Path:
         return local
     if not remote_storage():
         return local  # callers report the missing tree as before
-    parent = store_root()
-    parent.mkdir(parents=True, exist_ok=True)
-    incoming = Path(tempfile.mkdtemp(prefix=".fetching-", dir=parent))
-    try:
-        archive = incoming / "tree.tar"
+
+    def fill(unpacked: Path) -> None:
+        archive = unpacked.with_name("tree.tar")
         try:
             object_store().get_file(tree_key(digest), archive)
         except StoreError as exc:
             raise TreeError(f"tree {digest} is neither on this host nor in the object store ({exc})") from None
-        unpacked = incoming / "tree"
         unpacked.mkdir()
         with tarfile.open(archive) as tar:
-            tar.extractall(unpacked, members=_safe_members(tar, digest), filter="data")
+            try:
+                members = checked_members(tar, f"tree {digest}")
+            except ArtefactError as exc:
+                raise TreeError(str(exc)) from None
+            tar.extractall(unpacked, members=members, filter="data")
         archive.unlink()
         got, _ = hash_tree(unpacked)
         if got.removeprefix("sha256:") != digest.removeprefix("sha256:"):
             raise TreeError(f"tree {digest}: the object store's copy hashes to {got}; refused")
-        with _cache_lock():
-            if not local.exists():
-                os.rename(unpacked, local)
-        _note(digest, remote=True)
-    finally:
-        shutil.rmtree(incoming, ignore_errors=True)
+
+    staged(local, fill, ready=Path.is_dir, lock=_cache_lock)
+    _note(digest, remote=True)
     trim_cache()
     return local
 
@@ -164,12 +144,7 @@ def trim_cache(limit: int | None = None) -> list[str]:
                 break
             if not remote or now - used < EVICTION_GRACE_S:
                 continue  # the only copy, or possibly in use
-            doomed = tree_path(digest)
-            if doomed.is_dir():
-                # Renamed away first: a reader never sees a half-deleted tree under its name.
-                graveyard = Path(tempfile.mkdtemp(prefix=".evicted-", dir=store_root()))
-                os.rename(doomed, graveyard / "tree")
-                shutil.rmtree(graveyard, ignore_errors=True)
+            drop(tree_path(digest))
             _meta_path(digest).unlink(missing_ok=True)
             total -= size
             dropped.append(f"sha256:{digest}")

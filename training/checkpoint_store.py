@@ -10,8 +10,8 @@ database, not the store, says what the checkpoint holds, so a tampered manifest 
 
 `local_checkpoint(checkpoint)` is the one way a host gets a directory it can load: the saving
 host's own directory when it is here, else a verified copy in
-`var/checkpoints/<manifest sha256>/<name>`. Two processes fetching the same checkpoint both
-download into private temporary folders; one rename wins and the other uses the winner's copy.
+`var/checkpoints/<manifest sha256>/<name>`, put in place in one rename (core.artefacts: of two
+processes fetching the same checkpoint one rename wins, and the other uses the winner's copy).
 Without remote storage nothing is uploaded and the saved path is used as before.
 """
 
@@ -20,15 +20,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path, PurePosixPath
 from typing import TypedDict
 
 from django.conf import settings
 
+from core.artefacts import staged
 from core.objectstore import StoreError
 from core.storage import object_store, remote_storage, sha256_file
 from training.models import Checkpoint
@@ -175,26 +173,21 @@ def local_checkpoint(checkpoint: Checkpoint) -> Path:
         if len(found) == 1:
             return found[0]
     started = time.monotonic()
-    home.parent.mkdir(parents=True, exist_ok=True)
-    incoming = Path(tempfile.mkdtemp(prefix=".fetching-", dir=home.parent))
-    try:
+    manifest: Manifest | None = None
+
+    def fill(incoming: Path) -> None:
+        nonlocal manifest
         try:
             manifest = _checked_manifest(checkpoint, object_store().get_bytes(manifest_key(checkpoint.pk)))
             for entry in manifest["files"]:
                 _download(checkpoint, entry, incoming / manifest["name"] / entry["path"])
         except StoreError as exc:
             raise CheckpointStoreError(f"checkpoint {checkpoint.pk}: cannot fetch it ({exc})") from None
-        try:
-            # The whole folder in one rename: a loader never sees half a checkpoint under the name.
-            os.rename(incoming, home)
-        except OSError:
-            if not home.is_dir():
-                raise
-            # Another process won the race with the same verified content: its copy serves.
-        else:
-            logger.info("checkpoint %s fetched into %s in %.1f s", checkpoint.pk, home, time.monotonic() - started)
-    finally:
-        shutil.rmtree(incoming, ignore_errors=True)  # gone already when the rename won
+
+    # The whole folder in one rename: a loader never sees half a checkpoint under the name.
+    if staged(home, fill, ready=Path.is_dir):
+        logger.info("checkpoint %s fetched into %s in %.1f s", checkpoint.pk, home, time.monotonic() - started)
+    assert manifest is not None
     return home / manifest["name"]
 
 

@@ -14,7 +14,7 @@ from core.storage import object_store
 from sandbox import Sandbox
 from sandbox.environments import ROOT_ENV, EnvBuildError, EnvSpec, ensure_environment
 from tasks.builders.environment import runner_pytest
-from tasks.environments import _checked_member, archive_key, prepare_environment
+from tasks.environments import archive_key, archive_members, prepare_environment
 from tasks.models import TaskEnvironment
 from tests.storage.conftest import S3Server
 
@@ -84,11 +84,12 @@ def test_a_changed_archive_is_refused_and_the_host_installs_or_says_why(
 @pytest.mark.parametrize(
     ("name", "kind", "link", "message"),
     [
-        ("/abc123/x", tarfile.REGTYPE, "", "outside the environment"),
-        ("abc123/../../etc/cron.d/x", tarfile.REGTYPE, "", "outside the environment"),
-        ("other/x", tarfile.REGTYPE, "", "outside the environment"),
+        ("/abc123/x", tarfile.REGTYPE, "", "outside abc123/"),
+        ("abc123/../../etc/cron.d/x", tarfile.REGTYPE, "", "outside abc123/"),
+        ("other/x", tarfile.REGTYPE, "", "outside abc123/"),
         ("abc123/bin/python", tarfile.SYMTYPE, "/etc/passwd", "outside the interpreter"),
-        ("abc123/lib/x", tarfile.SYMTYPE, "../../../../etc", "outside the environment"),
+        ("abc123/lib/x", tarfile.SYMTYPE, "../../../../etc", "link 'abc123/lib/x' points outside abc123/"),
+        ("abc123/lib/y", tarfile.SYMTYPE, "../../other/z", "link 'abc123/lib/y' points outside abc123/"),
         ("abc123/bin/sh", tarfile.LNKTYPE, "abc123/bin/python", "not a file, folder or link"),
         ("abc123/dev", tarfile.CHRTYPE, "", "not a file, folder or link"),
     ],
@@ -98,5 +99,9 @@ def test_archive_members_that_leave_the_environment_are_refused(
 ) -> None:
     member = tarfile.TarInfo(name)
     member.type, member.linkname = kind, link
-    with pytest.raises(ValueError, match=message):
-        _checked_member(member, "abc123")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.addfile(member)
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar, pytest.raises(ValueError, match=message):
+        archive_members(tar, "abc123")
