@@ -32,7 +32,7 @@ from pathlib import Path
 from patches import pysource
 from rewards.behaviour.hosts import own_nodes
 from rewards.behaviour.model import NodeRef, parse_nodeid
-from rewards.behaviour.twins import MATCHER_NAMES, VALUE_CONSTRUCTORS
+from rewards.behaviour.twins import MATCHER_NAMES, call_name, is_literal
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 LOWER, UPPER, DIGITS = LETTERS, LETTERS.upper(), "0123456789"
@@ -207,27 +207,6 @@ def _find(tree: ast.Module, ref: NodeRef) -> ast.FunctionDef | ast.AsyncFunction
     return funcs[-1] if funcs else None
 
 
-def is_literal(node: ast.AST) -> bool:
-    """A value written out in the test: nothing in it is computed by the code under test."""
-    if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        return is_literal(node.operand)
-    if isinstance(node, ast.Tuple | ast.List | ast.Set):
-        return all(not isinstance(e, ast.Starred) and is_literal(e) for e in node.elts)
-    if isinstance(node, ast.Dict):
-        return all(k is not None and is_literal(k) for k in node.keys) and all(is_literal(v) for v in node.values)
-    if isinstance(node, ast.Call):
-        name = _call_name(node)
-        return name in VALUE_CONSTRUCTORS and all(is_literal(a) for a in node.args) and not node.keywords
-    return False
-
-
-def _call_name(node: ast.Call) -> str:
-    func = node.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-
-
 class _Expectations:
     """The edits that change one test's expected values."""
 
@@ -284,7 +263,7 @@ class _Expectations:
                 self._literal(expected)
                 return
         for side in sides:
-            if isinstance(side, ast.Call) and _call_name(side) == "approx" and side.args and is_literal(side.args[0]):
+            if isinstance(side, ast.Call) and call_name(side) == "approx" and side.args and is_literal(side.args[0]):
                 self._literal(side.args[0])
                 return
         # Both sides are names or expressions: a name bound to a literal (in the test, or by its
@@ -308,7 +287,7 @@ class _Expectations:
         """`pytest.raises(E, match="...")`: the message the test expects is an expected value too."""
         for item in stmt.items:
             call = item.context_expr
-            if isinstance(call, ast.Call) and _call_name(call) == "raises":
+            if isinstance(call, ast.Call) and call_name(call) == "raises":
                 for keyword in call.keywords:
                     if keyword.arg == "match" and isinstance(keyword.value, ast.Constant):
                         if isinstance(keyword.value.value, str) and keyword.value.value:
@@ -321,7 +300,7 @@ class _Expectations:
                 if stmt.targets[0].id in names and is_literal(stmt.value):
                     self._literal(stmt.value)
         for decorator in self.func.decorator_list:
-            if isinstance(decorator, ast.Call) and _call_name(decorator) == "parametrize" and len(decorator.args) >= 2:
+            if isinstance(decorator, ast.Call) and call_name(decorator) == "parametrize" and len(decorator.args) >= 2:
                 self._parametrize(decorator, names)
 
     def _parametrize(self, call: ast.Call, names: set[str]) -> None:
@@ -369,7 +348,7 @@ def _argnames(node: ast.expr) -> list[str] | None:
 
 
 def _is_param(node: ast.expr) -> bool:
-    return isinstance(node, ast.Call) and _call_name(node) == "param"
+    return isinstance(node, ast.Call) and call_name(node) == "param"
 
 
 def _matcher(node: ast.expr) -> bool:
@@ -470,4 +449,4 @@ def _straight_line(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 def _raises_block(stmt: ast.stmt) -> bool:
     if not isinstance(stmt, ast.With | ast.AsyncWith):
         return False
-    return any(isinstance(i.context_expr, ast.Call) and _call_name(i.context_expr) == "raises" for i in stmt.items)
+    return any(isinstance(i.context_expr, ast.Call) and call_name(i.context_expr) == "raises" for i in stmt.items)

@@ -21,7 +21,9 @@ from patches import PatchError, parse
 from rewards.admission import Admission, admission_flags, admit
 from rewards.anticheat import Flag
 from rewards.anticheat.bounded import scan_sources_bounded
+from rewards.anticheat.flags import listed
 from rewards.behaviour import judge_probes, plant_probes
+from rewards.breakdown import Breakdown, ExpectationsPart
 from rewards.expectations import Changed
 from rewards.held_out import HeldOut, run_calls
 from rewards.held_out import judge as judge_held_out
@@ -60,7 +62,7 @@ class ScoreJson(TypedDict):
     pass_rate: float
     tests: OutcomeCounts
     flags: list[dict[str, Any]]  # Flag.to_json()
-    breakdown: dict[str, Any]
+    breakdown: Breakdown
     spec_version: str
 
 
@@ -75,7 +77,7 @@ class Score:
     p2p_passed: int
     p2p_total: int
     flags: list[Flag] = field(default_factory=list)
-    breakdown: dict[str, Any] = field(default_factory=dict)
+    breakdown: Breakdown = field(default_factory=lambda: Breakdown())
     spec_version: str = ""
 
     def to_json(self) -> ScoreJson:
@@ -153,7 +155,7 @@ def _score(
     calibration_cache: Path | None,
 ) -> Score:
     flags: list[Flag] = []
-    breakdown: dict[str, Any] = {}
+    breakdown: Breakdown = {}
     try:
         admission = admit(
             parse(patch, recount=True), task.tests_dest, _base_files(task.base_dir), spec.admission, task.base_dir
@@ -232,7 +234,7 @@ def _score(
     flags += [Flag(Detector.FORGED_TEST_RUN, f"the run's results were tampered with: {why}") for why in report.tampered]
     flags += _missing(task, report)
     if touched:
-        shown = ", ".join(touched[:5]) + (f" (+{len(touched) - 5} more)" if len(touched) > 5 else "")
+        shown = listed(touched, 5, ", ")
         flags.append(
             Flag(Detector.HIDDEN_TESTS_MISSING, f"hidden test files deleted or changed during the run: {shown}")
         )
@@ -269,7 +271,7 @@ def _missing(task: TaskSpec, report: TestReport) -> list[Flag]:
         return []
     if report.collection_errors:
         return []  # a module that does not import is a failure of its own, shown as such
-    shown = ", ".join(absent[:5]) + (f" (+{len(absent) - 5} more)" if len(absent) > 5 else "")
+    shown = listed(absent, 5, ", ")
     return [Flag(Detector.HIDDEN_TESTS_MISSING, f"{len(absent)} hidden tests never ran: {shown}")]
 
 
@@ -285,7 +287,7 @@ def _second_run_flags(report: TestReport, changed_report: TestReport) -> list[Fl
     return flags
 
 
-def _expectations_summary(calibration: Calibration | None, changed: Changed) -> dict[str, Any]:
+def _expectations_summary(calibration: Calibration | None, changed: Changed) -> ExpectationsPart:
     if calibration is None:
         return {"checked": False, "why": "the task has no expected patch to calibrate on"}
     return {
@@ -339,7 +341,7 @@ def add_flags(score: Score, flags: list[Flag], spec: RewardSpec) -> None:
 
 
 def _reward(
-    task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: dict[str, Any], termination: str
+    task: TaskSpec, spec: RewardSpec, report: TestReport, flags: list[Flag], breakdown: Breakdown, termination: str
 ) -> Score:
     if report.unsafe:
         # Only code in the run can leave a FIFO, a symlink or a huge file where the report goes.

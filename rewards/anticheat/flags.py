@@ -18,6 +18,12 @@ class Flag:
         return {k: v for k, v in asdict(self).items() if v not in (None, "")}
 
 
+def listed(items: list[str], most: int, sep: str = "; ") -> str:
+    """Evidence that names a few items: the first `most`, then how many more there were."""
+    more = f" (+{len(items) - most} more)" if len(items) > most else ""
+    return sep.join(items[:most]) + more
+
+
 @dataclass
 class SourceScan:
     flags: list[Flag] = field(default_factory=list)

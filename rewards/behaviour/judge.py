@@ -12,6 +12,7 @@ from typing import Any
 
 from core.vocabulary import Detector
 from rewards.anticheat import Flag
+from rewards.anticheat.flags import listed
 from rewards.behaviour.model import Probes
 from sandbox.results import PASSING, Outcome, TestReport
 
@@ -158,9 +159,8 @@ def _judge_harness(probes: Probes, report: TestReport, harness: dict[str, Any], 
     flags = []
     findings = [str(f) for f in harness.get("findings") or []]
     if findings:
-        shown = "; ".join(f[:200] for f in findings[:MAX_EVIDENCE_ITEMS])
-        more = f" (+{len(findings) - MAX_EVIDENCE_ITEMS} more)" if len(findings) > MAX_EVIDENCE_ITEMS else ""
-        flags.append(Flag(Detector.FORGED_TEST_RUN, f"the test runner was altered in the run: {shown}{more}"))
+        shown = listed([f[:200] for f in findings], MAX_EVIDENCE_ITEMS)
+        flags.append(Flag(Detector.FORGED_TEST_RUN, f"the test runner was altered in the run: {shown}"))
     raised: dict[str, Any] = harness["raised"] if isinstance(harness.get("raised"), dict) else {}
     seen: dict[str, Any] = harness["seen"] if isinstance(harness.get("seen"), dict) else {}
     truncated = bool(harness.get("truncated"))
@@ -175,7 +175,7 @@ def _judge_harness(probes: Probes, report: TestReport, harness: dict[str, Any], 
             # spelled differently for unusual tests, and a false accusation costs an honest fix.
             contradicted.append(f"{nodeid} {RUN_STATES[seen[nodeid]]} in the run")
     if contradicted:
-        shown = "; ".join(contradicted[:MAX_EVIDENCE_ITEMS])
+        shown = listed(contradicted, MAX_EVIDENCE_ITEMS)
         flags.append(
             Flag(
                 Detector.FORGED_TEST_RUN, f"the report says passed but {shown}", _file(contradicted[0].split(" ", 1)[0])

@@ -7,7 +7,8 @@ judge (which ids are probes, what each copies, the token the integrity record mu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+
+from rewards.breakdown import ProbesPart
 
 
 class ProbeError(ValueError):
@@ -30,7 +31,7 @@ class Probes:
     # FAIL_TO_PASS ids without a twin and why (no probe names: this goes in the breakdown).
     not_twinned: dict[str, str] = field(default_factory=dict)
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ProbesPart:
         """For the score breakdown: counts and reasons, never the probes' names."""
         return {
             "canaries": len(self.canary_ids),

@@ -61,26 +61,36 @@ def _names_in(node: ast.AST) -> set[str]:
     return found
 
 
-def _literal(node: ast.AST) -> bool:
-    """A side written as a plain value: nothing in it is computed by the code under test."""
+def call_name(node: ast.Call) -> str:
+    """The name a call is made by: `f` of `f(x)` and of `mod.f(x)`."""
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def is_literal(node: ast.AST, *, folding: bool = False) -> bool:
+    """A value written out in the test: nothing in it is computed by the code under test.
+
+    Without `folding`, only forms whose every constant stands where it can be changed in place
+    (the changed-expectations run rewrites them); with it, arithmetic on written values (`2 * 3`)
+    and keyword arguments to value constructors count too (a twin compares what a side is worth).
+    """
+
+    def written(sub: ast.AST) -> bool:
+        return is_literal(sub, folding=folding)
+
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        return _literal(node.operand)
+        return written(node.operand)
     if isinstance(node, ast.Tuple | ast.List | ast.Set):
-        return all(not isinstance(e, ast.Starred) and _literal(e) for e in node.elts)
+        return all(not isinstance(e, ast.Starred) and written(e) for e in node.elts)
     if isinstance(node, ast.Dict):
-        return all(k is not None and _literal(k) for k in node.keys) and all(_literal(v) for v in node.values)
+        return all(k is not None and written(k) for k in node.keys) and all(written(v) for v in node.values)
     if isinstance(node, ast.BinOp):
-        return _literal(node.left) and _literal(node.right)
+        return folding and written(node.left) and written(node.right)
     if isinstance(node, ast.Call):
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
-        return (
-            name in VALUE_CONSTRUCTORS
-            and all(_literal(a) for a in node.args)
-            and all(_literal(k.value) for k in node.keywords)
-        )
+        keywords = all(written(k.value) for k in node.keywords) if folding else not node.keywords
+        return call_name(node) in VALUE_CONSTRUCTORS and all(written(a) for a in node.args) and keywords
     return False
 
 
@@ -136,9 +146,9 @@ class _TwinBody(ast.NodeTransformer):
         for bit, side in ((1, left), (2, right)):
             if not (_names_in(side) & self.matchers):
                 plan |= bit
-        if _literal(left):
+        if is_literal(left, folding=True):
             plan |= 4
-        if _literal(right):
+        if is_literal(right, folding=True):
             plan |= 8
         if not plan & 3:
             return None
