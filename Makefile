@@ -39,8 +39,9 @@ run: setup
 	@bash scripts/run.sh
 
 # The suite runs on every core (pytest-xdist; each worker its own database, var/ and Redis namespace).
-# PYTEST_ARGS="-n 0" runs it in one process; any other pytest option goes there too.
-PYTEST_ARGS ?= -n auto --maxprocesses 4 --dist worksteal
+# PYTEST_ARGS="-n 0" runs it in one process; any other pytest option goes there too. The 30
+# slowest tests are listed at the end, to see where the time goes.
+PYTEST_ARGS ?= -n auto --maxprocesses 4 --dist worksteal --durations=30
 test: setup
 	@DJANGO_SETTINGS_MODULE=webapp.settings_test $(BIN)/python -m pytest $(PYTEST_ARGS)
 
