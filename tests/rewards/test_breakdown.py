@@ -33,5 +33,7 @@ def test_an_honest_fix_and_a_patch_that_does_not_apply_write_only_declared_keys(
         honest.breakdown
     )
     assert _undeclared(dict(honest.breakdown)) == []
-    broken = score_patch(task_spec(fix.task_id, timeout=15), "--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n", SPEC)
+    broken = score_patch(
+        task_spec(fix.task_id, timeout=15), "--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n", SPEC
+    )
     assert broken.reward == 0.0 and _undeclared(dict(broken.breakdown)) == []
