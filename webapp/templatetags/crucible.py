@@ -6,8 +6,10 @@ HTML, because statements, patches and observations come from repositories and ag
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Sequence
+from pathlib import PurePosixPath
 from typing import Any
 
 from django import template
@@ -91,29 +93,43 @@ def action_diff(step: Any) -> str:
     return snippet_diff(path, before, after)
 
 
-@register.filter
-def highlight_json(value: Any) -> SafeString:
-    """An action's input, pretty-printed and highlighted (pygments escapes the text)."""
+@functools.cache
+def _highlighting() -> tuple[Any, Any, Any, Any]:
+    """One formatter and the plain lexers for every snippet of a page: building a formatter
+    builds its style tables, which cost more than highlighting a short snippet."""
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import JsonLexer, TextLexer
 
+    return highlight, HtmlFormatter(nowrap=True), JsonLexer(), TextLexer(stripnl=False)
+
+
+@register.filter
+def highlight_json(value: Any) -> SafeString:
+    """An action's input, pretty-printed and highlighted (pygments escapes the text)."""
+    highlight, formatter, json_lexer, text_lexer = _highlighting()
     text = pretty_json(value)
-    lexer = TextLexer() if isinstance(value, str) else JsonLexer()
-    return mark_safe(highlight(text, lexer, HtmlFormatter(nowrap=True)))  # noqa: S308 - pygments output is escaped
+    lexer = text_lexer if isinstance(value, str) else json_lexer
+    return mark_safe(highlight(text, lexer, formatter))  # noqa: S308 - pygments output is escaped
 
 
 @register.filter
 def highlight_file(text: str, path: Any) -> SafeString:
     """A read_file observation highlighted by the file's type (plain text when unknown)."""
-    from pygments import highlight
-    from pygments.formatters import HtmlFormatter
-    from pygments.lexers import TextLexer, get_lexer_for_filename
+    highlight, formatter, _, text_lexer = _highlighting()
+    name = path.get("path", "") if isinstance(path, dict) else str(path or "")
+    lexer = _file_lexer(PurePosixPath(name).name) or text_lexer
+    return mark_safe(highlight(text or "", lexer, formatter))  # noqa: S308 - pygments output is escaped
+
+
+@functools.lru_cache(maxsize=512)
+def _file_lexer(basename: str) -> Any:
+    """The lexer for a file's name, or None (shared: a lexer keeps no state between texts, and
+    finding one by name tries every lexer's patterns)."""
+    from pygments.lexers import get_lexer_for_filename
     from pygments.util import ClassNotFound
 
-    name = path.get("path", "") if isinstance(path, dict) else str(path or "")
     try:
-        lexer = get_lexer_for_filename(name, stripnl=False)
+        return get_lexer_for_filename(basename, stripnl=False) if basename else None
     except ClassNotFound:
-        lexer = TextLexer(stripnl=False)
-    return mark_safe(highlight(text or "", lexer, HtmlFormatter(nowrap=True)))  # noqa: S308 - pygments output is escaped
+        return None
