@@ -46,10 +46,36 @@ class HostFile:
     helper_name: str | None = None  # the twin helper's name, shared with the new file beside it
     helper_planted: bool = False
     duplicable: bool | None = None  # whether a new file may repeat its module level (placement._duplicable)
+    # Looked up once per body (the module's, a class's): finding each of N tests by scanning its
+    # file would make planting quadratic in a file of generated tests.
+    _defs: dict[int, _Defs] = field(default_factory=dict, repr=False)
+
+    def defs(self, owner: ast.ClassDef | None) -> _Defs:
+        key = id(owner) if owner is not None else 0
+        found = self._defs.get(key)
+        if found is None:
+            found = self._defs[key] = _Defs.of(owner.body if owner is not None else self.tree.body)
+        return found
 
     @property
     def lines(self) -> list[str]:
         return self.text.splitlines(keepends=True)
+
+
+@dataclass
+class _Defs:
+    """One body's classes and functions by name (the last definition of a name wins, as at import),
+    and its `pytestmark` assignments as source."""
+
+    classes: dict[str, ast.ClassDef]
+    funcs: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    marks: list[str]
+
+    @classmethod
+    def of(cls, body: list[ast.stmt]) -> _Defs:
+        classes = {n.name: n for n in body if isinstance(n, ast.ClassDef)}
+        funcs = {n.name: n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+        return cls(classes, funcs, [ast.unparse(stmt) for stmt in body if _assigns(stmt, "pytestmark")])
 
 
 @dataclass
@@ -94,25 +120,22 @@ def bound_names(body: Iterable[ast.stmt]) -> set[str]:
 
 
 def find_test(host: HostFile, ref: NodeRef) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.ClassDef | None]:
-    body: list[ast.stmt] = host.tree.body
     owner: ast.ClassDef | None = None
     for class_name in ref.classes:
-        found = [n for n in body if isinstance(n, ast.ClassDef) and n.name == class_name]
-        if not found:
+        found = host.defs(owner).classes.get(class_name)
+        if found is None:
             raise ProbeError("its class is not defined in its file (inherited or generated)")
-        owner = found[-1]
-        body = owner.body
-    funcs = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == ref.name]
-    if not funcs:
+        owner = found
+    func = host.defs(owner).funcs.get(ref.name)
+    if func is None:
         raise ProbeError("its function is not defined in its file (inherited or generated)")
     if len(ref.classes) > 1:
         raise ProbeError("it is in a nested class")
-    func = funcs[-1]
     if any(isinstance(n, ast.Yield | ast.YieldFrom) for n in own_nodes(func)):
         raise ProbeError("it is a generator")
     marks = [ast.unparse(d) for d in func.decorator_list]
     marks += [ast.unparse(d) for d in (owner.decorator_list if owner else [])]
-    marks += [ast.unparse(s) for s in [*host.tree.body, *(owner.body if owner else [])] if _assigns(s, "pytestmark")]
+    marks += host.defs(None).marks + (host.defs(owner).marks if owner else [])
     if any("xfail" in m for m in marks):
         raise ProbeError("it is marked xfail")
     return func, owner
