@@ -13,6 +13,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from django import template
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import escapeHtml
@@ -91,6 +92,19 @@ def action_diff(step: Any) -> str:
     else:
         return ""
     return snippet_diff(path, before, after)
+
+
+@register.filter
+def timeline_ticks(ticks: Sequence[tuple[int, str, float | None, int]]) -> SafeString:
+    """The step timeline, one link per step, built in one pass: as template code a page of 1,000
+    steps cost 6,000 variable lookups, most of the page's time. Every value is escaped."""
+    parts = []
+    for number, action, reward, on_page in ticks:
+        step, kind = int(number), escape(str(action))
+        title = f"#{step} {kind}" + (f" reward {escape(str(reward))}" if reward is not None else "")
+        link = f"?page={int(on_page)}#step-{step}"
+        parts.append(f'<a class="tick action-{kind}" href="{link}" data-step="{step}" title="{title}"></a>')
+    return mark_safe("".join(parts))  # noqa: S308 - built from escaped values and integers
 
 
 @functools.cache
