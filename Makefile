@@ -38,10 +38,13 @@ $(STAMP): requirements/lock.txt
 run: setup
 	@bash scripts/run.sh
 
-# The suite runs on every core (pytest-xdist; each worker its own database, var/ and Redis namespace).
-# PYTEST_ARGS="-n 0" runs it in one process; any other pytest option goes there too. The 30
-# slowest tests are listed at the end, to see where the time goes.
-PYTEST_ARGS ?= -n auto --maxprocesses 4 --dist worksteal --durations=30
+# The suite runs in 4 to 8 processes (pytest-xdist; each worker its own database, var/ and Redis
+# namespace), 4 even on 2 cores: most tests wait on subprocesses, workers and sandboxes (13.4 min
+# with 2 workers on 2 cores, 11.4 with 4, no faster with 6); the known long poles start first
+# (tests/long_poles.py). PYTEST_ARGS="-n 0" runs it in one process; any other pytest option goes
+# there too. The 30 slowest tests are listed at the end, to see where the time goes.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 4); [ $$n -lt 4 ] && n=4; [ $$n -gt 8 ] && n=8; echo $$n)
+PYTEST_ARGS ?= -n $(TEST_WORKERS) --dist worksteal --durations=30
 test: setup
 	@DJANGO_SETTINGS_MODULE=webapp.settings_test $(BIN)/python -m pytest $(PYTEST_ARGS)
 

@@ -15,6 +15,7 @@ from django.test import Client
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.factories import PASSWORD, UserFactory
+from tests.long_poles import poles_first
 from trajectories.services import import_trajectories
 
 REPO = Path(__file__).resolve().parent.parent
@@ -150,3 +151,10 @@ def model_dir() -> str:
 
     fetch(Path(settings.CRUCIBLE_DEFAULT_MODEL))
     return str(settings.CRUCIBLE_DEFAULT_MODEL)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under xdist each worker gets a contiguous slice: start each with its share of the long poles.
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+    if workers > 1:
+        items[:] = poles_first(items, workers)

@@ -4,9 +4,13 @@ once: the same names, defaults and help wherever a suite is rolled out from a sh
 from __future__ import annotations
 
 import argparse
+from typing import Any
+
+from django.core.management.base import CommandError
 
 from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
 from core.vocabulary import DEFAULT_BACKEND, ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, values
+from tasks.models import TaskSuite
 
 # How long a command waits for the reward service to score what it sampled.
 SCORE_TIMEOUT_DEFAULT = 900.0
@@ -28,3 +32,13 @@ def add_rollout_arguments(parser: argparse.ArgumentParser, *, policy_required: b
         default=SCORE_TIMEOUT_DEFAULT,
         help="seconds to wait for the reward service to score what was sampled",
     )
+
+
+def checked_suite(options: dict[str, Any]) -> TaskSuite:
+    """The suite the options name, once the options that need no database are checked."""
+    if not options["score_timeout"] > 0:
+        raise CommandError("--score-timeout must be a positive number of seconds")
+    suite = TaskSuite.objects.filter(name=options["suite"]).first()
+    if suite is None:
+        raise CommandError(f"no suite named {options['suite']!r}")
+    return suite

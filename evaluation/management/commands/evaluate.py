@@ -19,10 +19,9 @@ from evaluation.services import (
     refresh_eval,
     start_eval,
 )
-from tasks.models import TaskSuite
 from training.models import Checkpoint
 from trajectories.drive import drive_batch
-from trajectories.options import add_rollout_arguments
+from trajectories.options import add_rollout_arguments, checked_suite
 from trajectories.runner import run_trajectory
 
 SCORE_POLL_SECONDS = 0.5
@@ -44,11 +43,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not options["score_timeout"] > 0:
-            raise CommandError("--score-timeout must be a positive number of seconds")
-        suite = TaskSuite.objects.filter(name=options["suite"]).first()
-        if suite is None:
-            raise CommandError(f"no suite named {options['suite']!r}")
+        suite = checked_suite(options)
         checkpoint = None
         if options["checkpoint"] is not None:
             checkpoint = Checkpoint.objects.filter(pk=options["checkpoint"]).first()

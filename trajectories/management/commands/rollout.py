@@ -22,7 +22,7 @@ from trajectories.batches import RolloutError, RolloutSettings, pending, start_b
 from trajectories.drive import drive_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
-from trajectories.options import add_rollout_arguments
+from trajectories.options import add_rollout_arguments, checked_suite
 from trajectories.runner import run_trajectory
 from trajectories.signals import trajectory_finished
 
@@ -102,11 +102,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if not options["score_timeout"] > 0:
-            raise CommandError("--score-timeout must be a positive number of seconds")
-        suite = TaskSuite.objects.filter(name=options["suite"]).first()
-        if suite is None:
-            raise CommandError(f"no suite named {options['suite']!r}")
+        suite = checked_suite(options)
         out_dir: Path | None = options["output_dir"]
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,36 @@
+"""The long poles are spread over xdist's slices, and the order is a permutation of the tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tests.long_poles import known_seconds, poles_first, slice_sizes
+
+
+@dataclass
+class FakeItem:
+    nodeid: str
+
+
+def test_each_slice_starts_with_its_poles_and_nothing_is_lost() -> None:
+    poles = [
+        "tests/browser/test_training_live.py::test_an_sft_run_from_the_browser_trains",
+        "tests/tasks/test_real_history.py::test_chosen_sqlparse_commits_validate",
+        "tests/tasks/test_builders.py::test_the_demo_history_yields_valid_tasks_from_real_commits",
+        "tests/rewards/test_bulk_scoring.py::test_score_imported_verifies_a_thousand_trajectories",
+    ]
+    fast = [f"tests/x/test_{i:03d}.py::test_fast" for i in range(97)]
+    items = [FakeItem(n) for n in fast[:50] + poles + fast[50:]]
+    ordered = poles_first(items, 4)
+    assert sorted(i.nodeid for i in ordered) == sorted(i.nodeid for i in items)
+    start = 0
+    firsts = []
+    for size in slice_sizes(len(items), 4):
+        firsts.append(ordered[start].nodeid)
+        start += size
+    assert sorted(firsts) == sorted(poles)  # one pole at the head of each slice
+    assert [i.nodeid for i in ordered if not known_seconds(i.nodeid)] == fast  # the rest keep their order
+
+
+def test_slices_are_what_xdist_sends() -> None:
+    assert slice_sizes(10, 4) == [2, 2, 3, 3] and sum(slice_sizes(1574, 4)) == 1574
