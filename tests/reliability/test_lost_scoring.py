@@ -15,7 +15,7 @@ from django.conf import settings
 from rewards.jobs import score_trajectory_job
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
-from tests.conftest import DEMO
+from tests.conftest import DEMO, purge_queues
 from tests.reliability.conftest import Worker, wait_for
 from trajectories.batches import start_batch
 from trajectories.rollout_settings import RolloutSettings
@@ -31,6 +31,7 @@ def test_a_scoring_message_deleted_from_redis_is_redone_by_the_sweep_within_its_
     workers: Callable[..., Worker],
 ) -> None:
     import_task_dirs(DEMO / "tasks" / "task_0001", "lost-scoring")
+    purge_queues("rewards")  # what earlier tests of this process left there is not this rollout's
     batch = start_batch(TaskSuite.objects.get(name="lost-scoring"), RolloutSettings("scripted"), enqueue=False)
     trajectory = run_trajectory(batch.trajectories.get().pk)  # finished: its scoring job is in the broker
     assert trajectory is not None and trajectory.status == "finished"
