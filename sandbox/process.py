@@ -37,9 +37,19 @@ _JOIN = (
 
 @functools.cache
 def _launchers() -> tuple[str, str, str] | None:
-    """setpriv, sh and prlimit (util-linux and the shell), when all are here; else None."""
-    found = (shutil.which("setpriv"), shutil.which("sh"), shutil.which("prlimit"))
-    return found if all(found) else None  # type: ignore[return-value]
+    """setpriv, sh and prlimit (util-linux and the shell), when all are here and can do what
+    launch_argv asks of them (setpriv --pdeathsig is util-linux 2.33, 2018); else None."""
+    setpriv, sh, prlimit = shutil.which("setpriv"), shutil.which("sh"), shutil.which("prlimit")
+    if not (setpriv and sh and prlimit):
+        return None
+    probe = [setpriv, "--pdeathsig", "KILL", "--", prlimit, "--core=0", "--", sh, "-c", "exit 0"]
+    try:
+        works = subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        works = False
+    if not works:
+        logger.warning("setpriv/prlimit cannot set a command up here; sandboxed commands are set up in Python")
+    return (setpriv, sh, prlimit) if works else None
 
 
 def _rlimits(limits: Limits) -> tuple[tuple[int, int, str], ...]:

@@ -50,7 +50,7 @@ def test_the_limits_hold_whichever_way_the_process_is_set_up(
     assert seen["Max cpu time"] == "17" and seen["Max open files"] == "123"
     assert seen["Max file size"] == str(3 * 1024 * 1024) and seen["Max processes"] == "77"
     assert seen["Max core file size"] == "0" and seen["Max address space"] == str(LIMITS.memory_mb * 1024 * 1024)
-    assert (calls[0]["preexec_fn"] is None) == (launchers == "exec'd programs")
+    assert (calls[-1]["preexec_fn"] is None) == (launchers == "exec'd programs")  # the command, after any probe
 
 
 def test_a_command_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
@@ -85,3 +85,24 @@ def test_a_parent_that_died_before_the_death_signal_was_set_is_noticed(tmp_path:
     assert argv is not None
     done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
     assert done.returncode == 137
+
+
+def test_an_old_setpriv_without_pdeathsig_means_the_python_set_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    old = bin_dir / "setpriv"
+    old.write_text("#!/bin/sh\necho \"setpriv: unrecognized option '--pdeathsig'\" >&2\nexit 1\n")
+    old.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    process._launchers.cache_clear()
+    try:
+        assert process._launchers() is None
+        assert process.launch_argv(["true"], LIMITS, (), os.getpid()) is None
+        work = tmp_path / "work"
+        work.mkdir()
+        assert _limits_seen(work)["Max open files"] == "123"  # the fallback still limits
+    finally:
+        monkeypatch.undo()
+        process._launchers.cache_clear()
