@@ -1,8 +1,9 @@
 """The project stands alone: no file cites a document that a clone of the repository lacks.
 
-DESIGN.md, the seed guide and everything under ../shared/ live outside the repository, so a
-reader of a clone who meets "DESIGN.md 'Rewards'" or "seed §7.2" has nowhere to look. A
-citation names a file in docs/ (one that exists), or the comment states the fact itself.
+The design document, the guide the requirements came from and the folder shared beside the
+checkout live outside the repository, so a reader of a clone who meets a citation of one has
+nowhere to look. A citation names a file in docs/ (one that exists), or the comment states the
+fact itself. (This file alone spells those names: its patterns and planted samples must.)
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ TEXT_NAMES = frozenset({"Makefile"})
 SKIPPED_PREFIXES = (".venv/", "var/", "tests/fixtures/")
 SKIPPED_PARTS = frozenset({"repo_snapshot"})  # the demo tasks' repositories are their own projects
 
-# Documents outside the repository: DESIGN.md (also as DESIGN "Section"), the seed guide's
-# sections ("seed §7.2", "Seed §8's"), the shared folder beside the checkout.
+# Documents outside the repository: the design document (by file name, or its name and a quoted
+# section), the requirements guide's numbered sections, the shared folder beside the checkout.
 OUTSIDE = re.compile(r"DESIGN\.md|\bDESIGN [\"'`]|(?i:\bseed\s*§)|\.\./shared\b")
 # A docs page named by its path from the repository root (not docs/ inside some other tree).
 DOCS_PAGE = re.compile(r"(?<![\w./-])docs/([\w.-]+\.md)\b")

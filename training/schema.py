@@ -34,6 +34,7 @@ class Setting:
     below: bool = False  # strictly below the maximum
     kinds: tuple[TrainingKind, ...] = ()  # only these kinds take it (empty: every kind)
     defaulted: tuple[TrainingKind, ...] | None = None  # kinds that get the default when it is absent (None: all)
+    message: str = ""  # what a wrong value is told, where the bounds alone do not say it well
 
     def coerce(self, value: Any) -> int | float | None:
         """The value as this setting's number, or None when it is not one or out of bounds."""
@@ -63,10 +64,26 @@ RL_SETTINGS: tuple[Setting, ...] = (
     Setting("gradient_accumulation_steps", True, 1, "batches per optimizer step", 1, maximum=STEP_LIMIT),
     Setting("learning_rate", False, 1e-5, "the optimizer's step size, e.g. 1e-5", 0, True, 1, True),
     Setting("kl_coef", False, 0.05, "dpo's beta; grpo's KL weight against the base", 0),
-    Setting("max_length", True, 1024, "tokens of prompt and answer kept", MIN_LENGTH, maximum=STEP_LIMIT),
+    Setting(
+        "max_length",
+        True,
+        1024,
+        "tokens of prompt and answer kept",
+        MIN_LENGTH,
+        maximum=STEP_LIMIT,
+        message=f"must be a whole number of tokens, at least {MIN_LENGTH}",
+    ),
     Setting("max_new_tokens", True, 64, "tokens per generation (grpo)", 1, maximum=STEP_LIMIT, defaulted=GRPO),
     Setting("temperature", False, 1.0, "sampling temperature of generations (grpo)", 0, True, 5, defaulted=GRPO),
-    Setting("num_generations", True, 2, "generations per prompt that grpo compares", 2, kinds=GRPO),
+    Setting(
+        "num_generations",
+        True,
+        2,
+        "generations per prompt that grpo compares",
+        2,
+        kinds=GRPO,
+        message="must be at least 2: GRPO compares generations of one prompt",
+    ),
     Setting("seed", True, 0, "the seed of the trainer's random numbers"),
 )
 RL = {setting.key: setting for setting in RL_SETTINGS}
@@ -77,10 +94,8 @@ RL_KEYS = frozenset(RL) | RL_KEPT
 
 def rule(setting: Setting) -> str:
     """What a wrong value of `setting` is told."""
-    if setting.key == "num_generations":
-        return "must be at least 2: GRPO compares generations of one prompt"
-    if setting.key == "max_length":
-        return f"must be a whole number of tokens, at least {MIN_LENGTH}"
+    if setting.message:
+        return setting.message
     if setting.whole:
         return "must be a whole number" if setting.minimum is None else _POSITIVE
     if setting.maximum is not None and setting.minimum is not None:

@@ -25,9 +25,10 @@ from core.limits import MAX_STEPS_MAX, MAX_STEPS_MIN, SAMPLES_MAX, SAMPLES_MIN, 
 from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES, RunStatus, choices
 from tasks.models import TaskSuite
 from trajectories.batch_views import LaunchForm
-from trajectories.batches import RolloutError, cancel_batch, launch_from_form, resume_batch
+from trajectories.batches import cancel_batch, launch_from_form, resume_batch
 from trajectories.models import RolloutBatch
 from trajectories.progress import batch_counts
+from trajectories.rollout_settings import RolloutError
 
 BATCH_EXAMPLE = {
     "id": 42,

@@ -21,17 +21,11 @@ from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES
 from tasks.models import TaskSuite
-from trajectories.batches import (
-    RolloutError,
-    RolloutSettings,
-    cancel_batch,
-    check_policy_source,
-    launch_from_form,
-    resume_batch,
-)
+from trajectories.batches import cancel_batch, check_policy_source, launch_from_form, resume_batch
 from trajectories.events import BatchRow, BatchState, batch_live_group
 from trajectories.models import RolloutBatch, Trajectory
 from trajectories.progress import batch_counts, batch_metrics, distinct_errors, error_line
+from trajectories.rollout_settings import RolloutError, RolloutSettings
 
 
 class LaunchForm(forms.Form):

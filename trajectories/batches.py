@@ -28,14 +28,13 @@ from trajectories.rollout_settings import RolloutError, RolloutSettings
 logger = logging.getLogger(__name__)
 
 ROLLOUT_NS = uuid.UUID("1d3f5a40-8c1b-4f6e-9a2d-5b7c3e9f0a11")
-__all__ = ["RolloutError", "RolloutSettings"]  # raised and taken by the verbs below
 
 
 def rollout_id(batch: RolloutBatch, task_id: str, sample: int) -> uuid.UUID:
     return uuid.uuid5(ROLLOUT_NS, f"{batch.pk}:{task_id}:{sample}")
 
 
-def check_source(rollout: RolloutSettings, timeout: float = 3.0) -> None:
+def check_source(rollout: RolloutSettings) -> None:
     """Is the policy's server there? Asked before anything is queued, as well as in the worker."""
     if rollout.policy_kind == PolicyKind.OPENAI:
         try:

@@ -89,7 +89,7 @@ class RolloutSettings:
 
     def fields(self) -> dict[str, Any]:
         """The `RolloutBatch` columns these settings fill."""
-        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self) if field.name != "_"}
+        return {name: getattr(self, name) for name in _NAMES}
 
     @classmethod
     def of_batch(cls, batch: RolloutBatch) -> RolloutSettings:
@@ -105,7 +105,7 @@ class RolloutSettings:
         return cls(**given)
 
 
-_NAMES = tuple(f.name for f in dataclasses.fields(RolloutSettings) if f.name != "_")
+_NAMES = tuple(f.name for f in dataclasses.fields(RolloutSettings))  # KW_ONLY is no field
 
 
 def default_model(policy_kind: str) -> str:

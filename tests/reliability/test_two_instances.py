@@ -98,7 +98,7 @@ def test_two_instances_on_one_redis_run_only_their_own_jobs_and_hear_only_their_
         sequence = f"UPDATE sqlite_sequence SET seq = {int(mine.pk) - 1} WHERE name = 'trajectories_rolloutbatch'"  # noqa: S608
         launch = (
             "from django.db import connection; from tasks.models import TaskSuite; "
-            "from trajectories.batches import RolloutSettings, start_batch; "
+            "from trajectories.batches import start_batch; from trajectories.rollout_settings import RolloutSettings; "
             f'connection.cursor().execute("{sequence}"); '
             f"rollout = RolloutSettings('scripted', samples={SAMPLES}); "
             "print(start_batch(TaskSuite.objects.get(name='theirs'), rollout).pk)"

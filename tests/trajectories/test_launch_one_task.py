@@ -17,9 +17,9 @@ from django.core.management import CommandError, call_command
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO, client_for
-from trajectories.batches import RolloutError, start_batch
+from trajectories.batches import start_batch
 from trajectories.models import RolloutBatch, Trajectory
-from trajectories.rollout_settings import RolloutSettings
+from trajectories.rollout_settings import RolloutError, RolloutSettings
 
 pytestmark = pytest.mark.django_db
 SMALL = ("task_0001", "task_0008", "task_0013")

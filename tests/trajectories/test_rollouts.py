@@ -20,11 +20,11 @@ from rewards.spec import load_spec
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO, start_worker
-from trajectories.batches import RolloutError, resume_batch, start_batch
+from trajectories.batches import resume_batch, start_batch
 from trajectories.models import RolloutBatch, Step, Trajectory
 from trajectories.policies.registry import policy_registry
 from trajectories.replay import replay_trajectory
-from trajectories.rollout_settings import RolloutSettings
+from trajectories.rollout_settings import RolloutError, RolloutSettings
 from trajectories.runner import run_trajectory
 from trajectories.schema import check_record
 

@@ -185,7 +185,8 @@ def test_a_batch_launched_from_the_web_survives_a_redis_restart_that_empties_its
     )
     try:
         # Launched as the web server would: a batch row, then its jobs on the (private) broker.
-        launch = "from tasks.models import TaskSuite; from trajectories.batches import RolloutSettings, start_batch; "
+        launch = "from tasks.models import TaskSuite; from trajectories.batches import start_batch; "
+        launch += "from trajectories.rollout_settings import RolloutSettings; "
         launch += (
             f"start_batch(TaskSuite.objects.get(name='web-restart'), RolloutSettings('scripted', samples={SAMPLES}))"
         )

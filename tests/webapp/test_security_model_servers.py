@@ -214,8 +214,8 @@ def test_the_launch_form_refuses_an_unlisted_server_before_asking_it(
 
 @pytest.mark.django_db
 def test_a_batch_on_an_unlisted_server_is_refused_before_anything_is_queued() -> None:
-    from trajectories.batches import RolloutError, start_batch
-    from trajectories.rollout_settings import RolloutSettings
+    from trajectories.batches import start_batch
+    from trajectories.rollout_settings import RolloutError, RolloutSettings
 
     import_task_dirs(DEMO / "tasks" / "task_0001", "unlisted")
     with pytest.raises(RolloutError, match="is not allowed"):

@@ -18,11 +18,12 @@ from tqdm import tqdm
 
 from core.limits import MAX_NEW_TOKENS_DEFAULT, TOP_P_DEFAULT
 from tasks.models import TaskSuite
-from trajectories.batches import RolloutError, RolloutSettings, pending, start_batch
+from trajectories.batches import pending, start_batch
 from trajectories.drive import drive_batch
 from trajectories.exports import iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
 from trajectories.options import add_rollout_arguments, checked_suite
+from trajectories.rollout_settings import RolloutError, RolloutSettings
 from trajectories.runner import run_trajectory
 from trajectories.signals import trajectory_finished
 
