@@ -54,8 +54,9 @@ lint: setup
 	@$(BIN)/mypy .
 	@$(BIN)/lint-imports --no-cache
 
+# CHECK=1 exits non-zero when a bench misses a target (each a ratio to the same work done bare, same run).
 bench: setup
-	@$(BIN)/python -m bench $(BENCH_ARGS)
+	@$(BIN)/python -m bench $(if $(CHECK),--check) $(BENCH_ARGS)
 
 # Long runs, not part of `make test` (about 10 minutes): the live layer soaked (SOAK_ARGS, default 3 minutes),
 # the load runs on loopback (LOAD_ARGS, e.g. "--trajectories 2000"; scripts/reliability), then the

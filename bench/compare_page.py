@@ -24,9 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from bench.jsonl_io import PG_ADMIN_URL
+from bench.databases import fresh_postgres
 
 REPO = Path(__file__).resolve().parent.parent
 RUNS = int(os.environ.get("BENCH_PAGE_RUNS", "15"))
@@ -153,22 +151,12 @@ def _measure(database_url: str, tmp: Path) -> dict[str, Any]:
     return result
 
 
-def _postgres_url() -> str | None:
-    try:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {PG_DB}")
-            conn.execute(f"CREATE DATABASE {PG_DB}")
-    except psycopg.OperationalError:
-        return None
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_DB
-
-
 def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="crucible-bench-compare-") as name:
         tmp = Path(name)
         started = time.perf_counter()
         result: dict[str, Any] = {"runs": RUNS, "sqlite": _measure(f"sqlite:///{tmp / 'compare.sqlite3'}", tmp)}
-        pg = _postgres_url()
+        pg = fresh_postgres(PG_DB)
         result["postgresql"] = _measure(pg, tmp) if pg else "unavailable"
         result["seconds"] = round(time.perf_counter() - started, 1)
     result["targets"] = {"page_p50_ms": TARGET_MS}

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import psutil
 
-from bench.jsonl_io import PG_ADMIN_URL
+from bench.databases import fresh_postgres
 from bench.synthetic import write_jsonl
 
 REPO = Path(__file__).resolve().parent.parent
@@ -41,15 +41,7 @@ print(create_token(user, "bench")[1])
 
 
 def _database(tmp: Path) -> str:
-    import psycopg
-
-    try:
-        with psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=3) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {PG_BENCH_DB}")
-            conn.execute(f"CREATE DATABASE {PG_BENCH_DB}")
-    except psycopg.OperationalError:
-        return f"sqlite:///{tmp / 'bench.sqlite3'}"
-    return PG_ADMIN_URL.rsplit("/", 1)[0] + "/" + PG_BENCH_DB
+    return fresh_postgres(PG_BENCH_DB) or f"sqlite:///{tmp / 'bench.sqlite3'}"
 
 
 def _manage(env: dict[str, str], *args: str) -> str:
