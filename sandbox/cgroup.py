@@ -8,13 +8,21 @@ off so nothing spills past it. A cgroup also gives a reliable way to kill everyt
 command left running, and, when the memory limit kills one process, all the others.
 
 cgroup v1 has one hierarchy per controller (a group in each); v2 has one for both.
+
+Groups are pooled per process: making one (a directory per hierarchy, its limits written)
+and removing it cost about as much as bwrap's own start, so an emptied group goes back to
+the pool and the next command with the same limits takes it. A pooled group's name starts
+with its owner's pid, so another process sweeping stale groups leaves it alone while that
+owner lives.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -31,6 +39,11 @@ GROUP_DIR = "crucible"
 STALE_AFTER_S = 120.0
 _warned: set[str] = set()  # controllers already reported unusable: once per process is enough
 _reaped: set[Path] = set()  # parent dirs already swept of stale groups by this process
+# Idle, emptied groups by (pids, memory_mb); a few per limits is one per concurrent command.
+POOL_PER_LIMITS = 4
+_pool: dict[tuple[int, int], list[CommandGroup]] = {}
+_pool_lock = threading.Lock()
+_pool_pid = os.getpid()  # a forked child (a Celery process) must not take its parent's groups
 
 
 @dataclass(frozen=True)
@@ -121,17 +134,38 @@ def _enable_v2(parent: Path, controllers: set[str]) -> None:
 class CommandGroup:
     """One group per hierarchy for one command: created with its limits, removed after it."""
 
-    def __init__(self, paths: list[tuple[Path, Hierarchy, frozenset[str]]]) -> None:
+    def __init__(self, paths: list[tuple[Path, Hierarchy, frozenset[str]]], key: tuple[int, int]) -> None:
         self.paths = paths
+        self.key = key
         self.procs = tuple(str(path / "cgroup.procs") for path, _, _ in paths)
         self.memory = next(((p, h) for p, h, c in paths if "memory" in c), None)
+        # The kernel's OOM counter only grows: a pooled group counts from where it was taken.
+        self.oom_base = 0
+        self.oom_base = self.oom_kills()
 
     @classmethod
-    def create(cls, limits: Limits) -> CommandGroup | None:
-        """The command's groups with `limits.pids` and `limits.memory_mb` set; None when none could be made."""
+    def acquire(cls, limits: Limits) -> CommandGroup | None:
+        """Groups with `limits.pids` and `limits.memory_mb` set, from the pool or new; None
+        when none could be made. Give them back with release()."""
+        global _pool_pid
+        key = (limits.pids, limits.memory_mb)
+        with _pool_lock:
+            if _pool_pid != os.getpid():
+                _pool.clear()
+                _pool_pid = os.getpid()
+            idle = _pool.get(key)
+            group = idle.pop() if idle else None
+        if group is not None and all(path.is_dir() for path, _, _ in group.paths):
+            group.oom_base = 0
+            group.oom_base = group.oom_kills()
+            return group
+        return cls._create(limits, key)
+
+    @classmethod
+    def _create(cls, limits: Limits, key: tuple[int, int]) -> CommandGroup | None:
         if os.geteuid() != 0:
             return None
-        name = uuid.uuid4().hex
+        name = f"{os.getpid()}-{uuid.uuid4().hex}"
         made: list[tuple[Path, Hierarchy, frozenset[str]]] = []
         wanted = set(CONTROLLERS)
         for hierarchy in hierarchies():
@@ -161,7 +195,7 @@ class CommandGroup:
         for controller in sorted(wanted - _warned):
             _warned.add(controller)
             logger.warning("no writable cgroup hierarchy has the %s controller; commands run without it", controller)
-        return cls(made) if made else None
+        return cls(made, key) if made else None
 
     def oom_kills(self) -> int:
         """How many processes the memory limit has killed so far."""
@@ -173,7 +207,7 @@ class CommandGroup:
             for line in events.read_text().splitlines():
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
-                    return int(value)
+                    return int(value) - self.oom_base
         except (OSError, ValueError):
             pass  # removed already, or an old kernel without the counter
         return 0
@@ -196,8 +230,11 @@ class CommandGroup:
                 except OSError as exc:
                     logger.debug("%s: cgroup.kill failed (%s); killing pid by pid", path, exc)
         # cgroup v1 has no cgroup.kill: kill what is listed until nothing is, since a
-        # fork bomb can add processes between the read and the kill.
-        for _ in range(200):
+        # fork bomb can add processes between the read and the kill. Most often what is
+        # listed is a sandbox's init still tearing its namespaces down, gone within a
+        # millisecond: the waits start short and grow.
+        deadline, pause = time.monotonic() + 1.0, 0.0002
+        while time.monotonic() < deadline:
             pids = self.pids()
             if not pids:
                 return
@@ -206,8 +243,20 @@ class CommandGroup:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass  # exited between the listing and the kill
-            time.sleep(0.005)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
         logger.error("%s: processes still running after 1 s of SIGKILL: %s", self.paths[0][0], self.pids())
+
+    def release(self) -> None:
+        """Kill what is left in the groups, then pool them (emptied) or remove them."""
+        self.kill_all()
+        if not self.pids():
+            with _pool_lock:
+                idle = _pool.setdefault(self.key, [])
+                if _pool_pid == os.getpid() and len(idle) < POOL_PER_LIMITS:
+                    idle.append(self)
+                    return
+        self.remove()
 
     def remove(self) -> None:
         self.kill_all()
@@ -222,12 +271,38 @@ def _reap_stale(parent: Path) -> None:
         try:
             if (
                 group.is_dir()
+                and not _owner_alive(group.name)
                 and now - group.stat().st_mtime > STALE_AFTER_S
                 and not (group / "cgroup.procs").read_text()
             ):
                 group.rmdir()
         except OSError:
             continue  # in use again, or removed by its owner meanwhile
+
+
+@atexit.register
+def _drain_pool() -> None:
+    """Remove this process's idle groups as it exits (a later process would reap them anyway)."""
+    with _pool_lock:
+        idle = [group for groups in _pool.values() for group in groups] if _pool_pid == os.getpid() else []
+        _pool.clear()
+    for group in idle:
+        for path, _, _ in group.paths:
+            _rmdir(path)
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the process that made group `name` (pooled: "<pid>-<hex>") still runs."""
+    owner, _, _ = name.partition("-")
+    if not owner.isdigit():
+        return False
+    try:
+        os.kill(int(owner), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _rmdir(path: Path, wait: bool = False) -> None:

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 import os
 import resource
 import selectors
-import shutil
 import signal
 import subprocess
 import time
@@ -16,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from sandbox.cgroup import CommandGroup
+from sandbox.launcher import launch_argv, rlimits
 from sandbox.limits import Limits
 from sandbox.results import ExecResult
 from sandbox.supervise import READ_CHUNK, STDERR, STDOUT, Exit, Output, supervise
@@ -26,62 +25,6 @@ PR_SET_PDEATHSIG = 1
 # How often a running command's memory cgroup is asked whether its limit killed something.
 OOM_CHECK_S = 0.02
 _libc = ctypes.CDLL(None, use_errno=True)
-# Run in the child after setpriv set its death signal: the parent may have died before that,
-# which the signal would never report; then it joins the command's cgroups, before anything runs.
-_JOIN = (
-    '[ "$PPID" = "$1" ] || exit 137; shift; '
-    'while [ "$1" != -- ]; do echo 0 > "$1" || { echo "crucible: cannot join cgroup $1" >&2; exit 126; }; shift; done; '
-    'shift; exec "$@"'
-)
-
-
-@functools.cache
-def _launchers() -> tuple[str, str, str] | None:
-    """setpriv, sh and prlimit (util-linux and the shell), when all are here and can do what
-    launch_argv asks of them (setpriv --pdeathsig is util-linux 2.33, 2018); else None."""
-    setpriv, sh, prlimit = shutil.which("setpriv"), shutil.which("sh"), shutil.which("prlimit")
-    if not (setpriv and sh and prlimit):
-        return None
-    probe = [setpriv, "--pdeathsig", "KILL", "--", prlimit, "--core=0", "--", sh, "-c", "exit 0"]
-    try:
-        works = subprocess.run(probe, capture_output=True, timeout=30, check=False).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        works = False
-    if not works:
-        logger.warning("setpriv/prlimit cannot set a command up here; sandboxed commands are set up in Python")
-    return (setpriv, sh, prlimit) if works else None
-
-
-def _rlimits(limits: Limits) -> tuple[tuple[int, int, str], ...]:
-    mb = 1024 * 1024
-    return (
-        (resource.RLIMIT_CPU, limits.cpu_seconds, "cpu"),
-        (resource.RLIMIT_AS, limits.memory_mb * mb, "as"),
-        (resource.RLIMIT_FSIZE, limits.file_size_mb * mb, "fsize"),
-        (resource.RLIMIT_NOFILE, limits.open_files, "nofile"),
-        (resource.RLIMIT_NPROC, limits.pids, "nproc"),
-        (resource.RLIMIT_CORE, 0, "core"),
-    )
-
-
-def launch_argv(argv: Sequence[str], limits: Limits, cgroup_procs: tuple[str, ...], parent: int) -> list[str] | None:
-    """`argv` behind the small programs that set up its process before it runs: a death signal
-    (setpriv), the parent check and the cgroups (sh), the resource limits (prlimit).
-
-    Done by exec'd programs rather than a Python function between fork and exec: a
-    `preexec_fn` makes Python fork the whole interpreter and block in the child, which costs
-    ~150 ms per command in a worker holding a model (3 GB), against ~1 ms for the three execs.
-    None when one of them is missing; the caller then sets the process up in Python.
-    """
-    tools = _launchers()
-    if tools is None:
-        return None
-    setpriv, sh, prlimit = tools
-    limited = [f"--{name}={value}" for _, value, name in _rlimits(limits)]
-    return [
-        setpriv, "--pdeathsig", "KILL", "--", sh, "-c", _JOIN, "sh", str(parent), *cgroup_procs, "--",
-        prlimit, *limited, "--", *argv,
-    ]  # fmt: skip
 
 
 def _preexec(limits: Limits, cgroup_procs: tuple[str, ...], parent: int) -> None:
@@ -89,7 +32,7 @@ def _preexec(limits: Limits, cgroup_procs: tuple[str, ...], parent: int) -> None
     for procs in cgroup_procs:
         with open(procs, "w") as fh:
             fh.write("0")
-    for what, value, _ in _rlimits(limits):
+    for what, value, _ in rlimits(limits):
         resource.setrlimit(what, (value, value))
     # If the process that started us dies (even by SIGKILL), so do we. It may already
     # have died between fork and here, which the death signal would never report.
@@ -117,7 +60,7 @@ def run_process(
     """
     started = time.monotonic()
     parent = os.getpid()
-    cgroup = CommandGroup.create(limits)
+    cgroup = CommandGroup.acquire(limits)
     status_r = status_w = -1
     argv = list(argv)
     if status_fd:
@@ -140,7 +83,7 @@ def run_process(
     except BaseException as exc:
         logger.error("%s: could not start %s: %s", name, argv[0], exc)
         if cgroup:
-            cgroup.remove()
+            cgroup.release()
         if status_fd:
             os.close(status_r)
             os.close(status_w)
@@ -319,4 +262,4 @@ def _kill_tree(proc: subprocess.Popen[bytes], cgroup: CommandGroup | None) -> No
     if proc.returncode is None:
         proc.wait()
     if cgroup is not None:
-        cgroup.remove()
+        cgroup.release()

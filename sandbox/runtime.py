@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from sandbox.runner_env import EMPTY_DIR, ensure_runner_env
 
+# Each is one mount per command started (~0.13 ms): only what commands read. The dynamic
+# loader reads ld.so.cache alone; ld.so.conf is ldconfig's, which cannot run in a sandbox.
 SYSTEM_DIRS = (
     "/usr",
     "/etc/alternatives",
     "/etc/ssl/certs",
     "/etc/ld.so.cache",
-    "/etc/ld.so.conf",
-    "/etc/ld.so.conf.d",
     "/etc/localtime",
     "/etc/mime.types",
 )

@@ -1,10 +1,11 @@
-"""A command's process is set up by exec'd programs (setpriv, sh, prlimit), not a Python function
-between fork and exec: its limits, cgroup and death signal hold either way, and the parent's size
-no longer sets the cost of starting it."""
+"""A command's process is set up by an exec'd program (the built crucible-launch, or setpriv, sh and
+prlimit where it cannot be built), not a Python function between fork and exec: its limits, cgroup
+and death signal hold whichever way, and the parent's size no longer sets the cost of starting it."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sandbox import process
+from sandbox import launcher, process
 from sandbox.limits import Limits
 from sandbox.process import run_process
 
@@ -32,25 +33,38 @@ def _limits_seen(tmp_path: Path) -> dict[str, str]:
     return rows
 
 
-@pytest.mark.parametrize("launchers", ["exec'd programs", "python fallback"])
+WAYS = ["crucible-launch", "setpriv and prlimit", "python"]
+
+
+def _only(way: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if way != "crucible-launch":
+        monkeypatch.setattr(launcher, "helper", lambda: None)
+    if way == "python":
+        monkeypatch.setattr(launcher, "util_linux", lambda: None)
+
+
+@pytest.mark.parametrize("way", WAYS)
 def test_the_limits_hold_whichever_way_the_process_is_set_up(
-    launchers: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    calls: list[dict[str, Any]] = []
+    calls: list[tuple[Any, dict[str, Any]]] = []
     real = subprocess.Popen
 
     def spy(*args: Any, **kwargs: Any) -> Any:
-        calls.append(kwargs)
+        calls.append((args[0], kwargs))
         return real(*args, **kwargs)
 
+    assert launcher.helper() is not None, "a C compiler is installed here: the helper must build"
+    _only(way, monkeypatch)
     monkeypatch.setattr(process.subprocess, "Popen", spy)
-    if launchers == "python fallback":
-        monkeypatch.setattr(process, "_launchers", lambda: None)
     seen = _limits_seen(tmp_path)
     assert seen["Max cpu time"] == "17" and seen["Max open files"] == "123"
     assert seen["Max file size"] == str(3 * 1024 * 1024) and seen["Max processes"] == "77"
     assert seen["Max core file size"] == "0" and seen["Max address space"] == str(LIMITS.memory_mb * 1024 * 1024)
-    assert (calls[-1]["preexec_fn"] is None) == (launchers == "exec'd programs")  # the command, after any probe
+    argv, kwargs = calls[-1]  # the command, after any probe
+    assert (kwargs["preexec_fn"] is None) == (way != "python")
+    assert Path(argv[0]).name.startswith({"crucible-launch": "crucible-launch", "setpriv and prlimit": "setpriv",
+                                          "python": "cat"}[way])  # fmt: skip
 
 
 def test_a_command_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
@@ -80,11 +94,60 @@ def test_a_command_dies_with_the_process_that_started_it(tmp_path: Path) -> None
     assert not alive, f"the command {pid} outlived the process that started it"
 
 
-def test_a_parent_that_died_before_the_death_signal_was_set_is_noticed(tmp_path: Path) -> None:
-    argv = process.launch_argv(["true"], LIMITS, (), parent=1)  # as if we were not its parent
+@pytest.mark.parametrize("way", WAYS[:2])
+def test_a_parent_that_died_before_the_death_signal_was_set_is_noticed(
+    way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _only(way, monkeypatch)
+    argv = launcher.launch_argv(["true"], LIMITS, (), parent=1)  # as if we were not its parent
     assert argv is not None
     done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
     assert done.returncode == 137
+
+
+@pytest.mark.parametrize("way", WAYS[:2])
+def test_a_cgroup_that_cannot_be_joined_stops_the_command_before_it_runs(
+    way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _only(way, monkeypatch)
+    ran = tmp_path / "ran"
+    argv = launcher.launch_argv(["touch", str(ran)], LIMITS, (str(tmp_path / "gone" / "cgroup.procs"),), os.getpid())
+    assert argv is not None
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == 126 and "cannot join cgroup" in done.stderr and not ran.exists()
+
+
+def test_without_a_compiler_the_helper_is_not_built_and_util_linux_sets_the_command_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRUCIBLE_RUNNER_DIR", str(tmp_path / "runners"))
+    which = shutil.which
+    monkeypatch.setattr(launcher.shutil, "which", lambda name: None if name in ("cc", "gcc") else which(name))
+    launcher.helper.cache_clear()
+    try:
+        assert launcher.helper() is None and not (tmp_path / "runners").exists()
+        argv = launcher.launch_argv(["true"], LIMITS, (), os.getpid())
+        assert argv is not None and Path(argv[0]).name == "setpriv"
+    finally:
+        monkeypatch.undo()
+        launcher.helper.cache_clear()
+
+
+def test_the_helper_is_built_once_per_source_and_refuses_what_it_does_not_know(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRUCIBLE_RUNNER_DIR", str(tmp_path))
+    launcher.helper.cache_clear()
+    try:
+        built = launcher.helper()
+        assert built is not None and [p.name for p in tmp_path.iterdir()] == [Path(built).name]  # no staging left
+        done = subprocess.run([built, str(os.getpid()), "--bogus", "--", "true"], capture_output=True, text=True)
+        assert done.returncode == 126 and "unknown option --bogus" in done.stderr
+        done = subprocess.run([built, str(os.getpid()), "--", "/nonexistent"], capture_output=True, text=True)
+        assert done.returncode == 127 and "cannot execute /nonexistent" in done.stderr
+    finally:
+        monkeypatch.undo()
+        launcher.helper.cache_clear()
 
 
 def test_an_old_setpriv_without_pdeathsig_means_the_python_set_up(
@@ -96,13 +159,14 @@ def test_an_old_setpriv_without_pdeathsig_means_the_python_set_up(
     old.write_text("#!/bin/sh\necho \"setpriv: unrecognized option '--pdeathsig'\" >&2\nexit 1\n")
     old.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    process._launchers.cache_clear()
+    monkeypatch.setattr(launcher, "helper", lambda: None)
+    launcher.util_linux.cache_clear()
     try:
-        assert process._launchers() is None
-        assert process.launch_argv(["true"], LIMITS, (), os.getpid()) is None
+        assert launcher.util_linux() is None
+        assert launcher.launch_argv(["true"], LIMITS, (), os.getpid()) is None
         work = tmp_path / "work"
         work.mkdir()
         assert _limits_seen(work)["Max open files"] == "123"  # the fallback still limits
     finally:
         monkeypatch.undo()
-        process._launchers.cache_clear()
+        launcher.util_linux.cache_clear()

@@ -95,7 +95,7 @@ def test_a_fork_of_memory_hogs_is_bounded_as_a_whole(
 
 
 def test_a_fork_of_memory_hogs_is_killed_as_a_group_when_a_memory_cgroup_is_available(repo: Path) -> None:
-    group = CommandGroup.create(LIMIT)
+    group = CommandGroup.acquire(LIMIT)
     available = group is not None and group.memory is not None
     if group is not None:
         group.remove()
