@@ -52,18 +52,11 @@ class _Steps:
 
 
 def _agent_task(task_dir: Path, max_steps: int) -> Any:
+    from tasks.spec import TaskSpec
     from trajectories.agent import AgentTask
 
-    meta = json.loads((task_dir / "metadata.json").read_text())
-    return AgentTask(
-        task_id=meta["task_id"],
-        statement=(task_dir / "task.md").read_text(),
-        base_dir=task_dir / "repo_snapshot",
-        visible_tests=list(meta.get("visible_tests", [])),
-        max_steps=max_steps,
-        timeout_seconds=float(meta.get("timeout_seconds", 60)) * 10,
-        command_timeout=float(meta.get("timeout_seconds", 60)),
-    )
+    # A CPU model's steps are slow: twice the rollouts' episode budget.
+    return AgentTask.of(TaskSpec.from_task_dir(task_dir), max_steps, episode_timeouts=10)
 
 
 def _progress(message: str) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from tasks.spec import TaskSpec  # noqa: E402
 from trajectories.agent import AgentTask, run_episode  # noqa: E402
 from trajectories.policies.replay import ReplayPolicy  # noqa: E402
 from trajectories.schema import AgentStep, action_input_error, format_time  # noqa: E402
@@ -43,17 +44,7 @@ class Collect:
 
 
 def task_for(task_id: str, steps: int) -> AgentTask:
-    task_dir = DEMO / "tasks" / task_id
-    meta = json.loads((task_dir / "metadata.json").read_text())
-    return AgentTask(
-        task_id=task_id,
-        statement=(task_dir / "task.md").read_text(),
-        base_dir=task_dir / "repo_snapshot",
-        visible_tests=list(meta.get("visible_tests") or []),
-        max_steps=steps,
-        timeout_seconds=float(meta.get("timeout_seconds", 60)) * 5,
-        command_timeout=float(meta.get("timeout_seconds", 60)),
-    )
+    return AgentTask.of(TaskSpec.from_task_dir(DEMO / "tasks" / task_id), steps)
 
 
 def rerecord(record: dict[str, Any], backend: str) -> dict[str, Any]:

@@ -25,9 +25,6 @@ from tasks.models import Task, TaskSuite, ValidationRun
 from tasks.redaction import redact_task_dir
 from tasks.secrets import SECRETS_BASELINE_KEY, clean_hashes
 from tasks.spec import (
-    DEFAULT_TEST_COMMAND,
-    DEFAULT_TESTS_DEST,
-    DEFAULT_TIMEOUT_SECONDS,
     TaskSpec,
     environment_spec,
 )
@@ -66,6 +63,8 @@ def task_spec_for(task: Task) -> TaskSpec:
         environment=task_environment_spec(task),
         environment_error=str((task.metadata or {}).get("environment_error", ""))[:2000],
         expected_patch=task.expected_patch,
+        statement=task.statement,
+        visible_tests=tuple(task.visible_tests),
     )
 
 
@@ -153,18 +152,16 @@ def task_spec_from_dir(path: Path) -> TaskSpec:
     """
     task = read_task_dir(argument_path(path))
     _store_trees(task)
-    meta = task.metadata
-    return TaskSpec(
-        task_id=task.task_id,
-        base_dir=tree_path(task.snapshot_hash),
-        tests_dir=tree_path(task.tests_hash),
-        fail_to_pass=tuple(meta.get("fail_to_pass", [])),
-        pass_to_pass=tuple(meta.get("pass_to_pass", [])),
-        tests_dest=meta.get("tests_dest", DEFAULT_TESTS_DEST),
-        test_command=meta.get("test_command", DEFAULT_TEST_COMMAND),
-        timeout_seconds=meta.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
-        expected_patch=task.expected_patch,
-    )
+    try:
+        return TaskSpec.from_metadata(
+            task.metadata,
+            base_dir=tree_path(task.snapshot_hash),
+            tests_dir=tree_path(task.tests_hash),
+            statement=task.statement,
+            expected_patch=task.expected_patch,
+        )
+    except EnvBuildError as exc:
+        raise TaskDirError(f"{path}: {exc}") from None
 
 
 @transaction.atomic

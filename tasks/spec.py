@@ -1,8 +1,10 @@
-"""What running a task's tests needs to know of it, and running them.
+"""A task as plain Python: what an agent is given and what running its tests needs, and running them.
 
-Plain Python, no Django: scoring, validation, builders, a remote worker and a training
-subprocess all build a `TaskSpec` (from a Task row, see `tasks.services.task_spec_for`,
-or from a task directory on disk) and run the hidden tests the same way.
+Plain Python, no Django: scoring, validation, builders, rollouts, a remote worker and a
+training subprocess all work on a `TaskSpec`, made in one of two ways: from a Task row
+(`tasks.services.task_spec_for`) or from a task directory's metadata (`from_metadata`,
+used for a directory on disk and for one copied into the store). The agent's view of it is
+`trajectories.agent.AgentTask.of(spec, ...)`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import shutil
 import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend, SandboxError
@@ -42,30 +45,47 @@ class TaskSpec:
     environment_error: str = ""
     # The change that solves it: what the reward's behaviour checks are calibrated on ("" when none).
     expected_patch: str = ""
+    # What the agent is told, and the tests it may run itself (`run_tests` with no arguments).
+    statement: str = ""
+    visible_tests: tuple[str, ...] = ()
 
     @classmethod
-    def from_task_dir(cls, path: Path, timeout_seconds: int | None = None) -> TaskSpec:
-        """From a task directory (the task format of docs/formats.md) on disk, no database needed.
+    def from_metadata(
+        cls, meta: dict[str, Any], *, base_dir: Path, tests_dir: Path, statement: str, expected_patch: str
+    ) -> TaskSpec:
+        """From a task directory's `metadata.json` (docs/formats.md), wherever its trees are."""
+        return cls(
+            task_id=meta["task_id"],
+            base_dir=base_dir,
+            tests_dir=tests_dir,
+            fail_to_pass=tuple(meta.get("fail_to_pass", [])),
+            pass_to_pass=tuple(meta.get("pass_to_pass", [])),
+            tests_dest=meta.get("tests_dest", DEFAULT_TESTS_DEST),
+            test_command=meta.get("test_command", DEFAULT_TEST_COMMAND),
+            timeout_seconds=meta.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+            environment=environment_spec(meta),
+            environment_error=str(meta.get("environment_error", ""))[:2000],
+            expected_patch=expected_patch,
+            statement=statement,
+            visible_tests=tuple(meta.get("visible_tests") or ()),
+        )
+
+    @classmethod
+    def from_task_dir(cls, path: Path) -> TaskSpec:
+        """From a task directory on disk, no database needed.
 
         Read in place, so a link or special file anywhere in it is refused first, as on import;
         the path itself is the caller's and may be a link. Scoring a directory a user hands
         over goes through the store instead (`tasks.services.task_spec_from_dir`).
         """
         check_tree(path.resolve() if path.is_symlink() else path)
-        meta = json.loads((path / "metadata.json").read_text())
-        expected = path / "expected_patch"
-        return cls(
-            expected_patch=expected.read_text() if expected.is_file() else "",
-            environment=environment_spec(meta),
-            environment_error=str(meta.get("environment_error", ""))[:2000],
-            task_id=meta["task_id"],
+        expected, statement = path / "expected_patch", path / "task.md"
+        return cls.from_metadata(
+            json.loads((path / "metadata.json").read_text()),
             base_dir=path / "repo_snapshot",
             tests_dir=path / "tests",
-            fail_to_pass=tuple(meta.get("fail_to_pass", [])),
-            pass_to_pass=tuple(meta.get("pass_to_pass", [])),
-            tests_dest=meta.get("tests_dest", DEFAULT_TESTS_DEST),
-            test_command=meta.get("test_command", DEFAULT_TEST_COMMAND),
-            timeout_seconds=timeout_seconds or meta.get("timeout_seconds", DEFAULT_TIMEOUT_SECONDS),
+            statement=statement.read_text() if statement.is_file() else "",
+            expected_patch=expected.read_text() if expected.is_file() else "",
         )
 
 

@@ -18,6 +18,7 @@ from core.vocabulary import DEFAULT_BACKEND, ActionType, Termination
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
 from sandbox.environments import Environment
+from tasks.spec import TaskSpec, task_environment
 from trajectories.policies.base import CANCELLED, Message, Policy, PolicyError, ToolCall
 from trajectories.schema import AgentStep, action_input_error
 from trajectories.tools import TOOL_ACTION_TYPES, TOOLS, bound, run_tool
@@ -30,19 +31,38 @@ Call exactly one tool per reply. When the repository is fixed, call submit.
 The repository is your current directory; there is no network."""
 
 
+# An episode may take this many times the task's test timeout, all its steps together.
+EPISODE_TIMEOUTS = 5
+
+
 @dataclass(kw_only=True)
 class AgentTask:
+    """What the agent loop needs of a task: made from a TaskSpec by `of`, the one way in."""
+
     task_id: str
     statement: str
     base_dir: Path
-    version: str = ""
-    base_commit: str = ""
     visible_tests: list[str] = field(default_factory=list)
     max_steps: int = 30
     timeout_seconds: float = 600.0  # the whole episode
     command_timeout: float = 60.0
     # The repository's built environment (tasks.spec.task_environment); None: the bare runner.
     environment: Environment | None = None
+
+    @classmethod
+    def of(cls, task: TaskSpec, max_steps: int, episode_timeouts: float = EPISODE_TIMEOUTS) -> AgentTask:
+        """The agent's view of `task`, its environment built now if this host has none yet
+        (SandboxError if it cannot be)."""
+        return cls(
+            task_id=task.task_id,
+            statement=task.statement,
+            base_dir=task.base_dir,
+            visible_tests=list(task.visible_tests),
+            max_steps=max_steps,
+            timeout_seconds=float(task.timeout_seconds) * episode_timeouts,
+            command_timeout=float(task.timeout_seconds),
+            environment=task_environment(task),
+        )
 
 
 class Recorder(Protocol):

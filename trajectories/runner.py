@@ -19,7 +19,6 @@ from sandbox.core import sandboxes_root
 from sandbox.process import signal_group
 from tasks.models import Task
 from tasks.services import TaskStoreError, task_spec_for
-from tasks.spec import task_environment
 from trajectories.agent import AgentTask, Episode, prompt, run_episode
 from trajectories.events import AttemptEvent, FinishedEvent, trajectory_live_group
 from trajectories.models import RolloutBatch, Step, Trajectory, duplicate_rate
@@ -39,19 +38,7 @@ ERROR_MAX = 5000
 
 
 def agent_task(task: Task, max_steps: int) -> AgentTask:
-    task_spec = task_spec_for(task)
-    return AgentTask(
-        task_id=task.task_id,
-        statement=task.statement,
-        base_dir=task_spec.base_dir,
-        version=task.version,
-        base_commit=task.base_commit,
-        visible_tests=list(task.visible_tests),
-        max_steps=max_steps,
-        timeout_seconds=float(task.timeout_seconds) * 5,
-        command_timeout=float(task.timeout_seconds),
-        environment=task_environment(task_spec),
-    )
+    return AgentTask.of(task_spec_for(task), max_steps)
 
 
 def build_policy(batch: RolloutBatch, task: Task, agent_task: AgentTask, seed: int) -> Policy:

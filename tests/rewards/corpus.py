@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ DEMO = Path(__file__).resolve().parents[2] / "demo" / "tasks"
 
 
 def task_spec(task_id: str, timeout: int = 30) -> TaskSpec:
-    return TaskSpec.from_task_dir(DEMO / task_id, timeout)
+    return dataclasses.replace(TaskSpec.from_task_dir(DEMO / task_id), timeout_seconds=timeout)
 
 
 def make_patch(task_id: str, edit: Callable[[Sandbox], object]) -> str:
@@ -221,7 +222,7 @@ class FormatVersion:
 
 CURRENT = FormatVersion(1, 0)
 '''
-DATACLASS_FIX = """from dataclasses import dataclass
+DATACLASS_FIX = """from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
