@@ -73,9 +73,9 @@ def replay_trajectory(
     recorded = list(
         trajectory.steps.order_by("step").values("step", "action_type", "action_input", "observation", "thought")
     )
-    spec = agent_task(trajectory.task, max_steps=len(recorded) + 1)
+    work = agent_task(trajectory.task, max_steps=len(recorded) + 1)
     collected = _Collect(on_step)
-    run_episode(spec, ReplayPolicy([dict(s) for s in recorded], str(trajectory_id)), collected, backend)
+    run_episode(work, ReplayPolicy([dict(s) for s in recorded], str(trajectory_id)), collected, backend)
     differences: list[Difference] = []
     for old, new in zip(recorded, collected.records, strict=False):
         if TIMING.sub("<t>", old["observation"]) != TIMING.sub("<t>", new["observation"]):
