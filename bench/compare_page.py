@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.checks import check
 from bench.databases import fresh_postgres
 
 REPO = Path(__file__).resolve().parent.parent
@@ -168,6 +169,17 @@ def run() -> dict[str, Any]:
         for db in ("sqlite", "postgresql")
         if isinstance(result[db], dict)
     }
+    result["checks"] = [
+        check(
+            f"compare page, two {PATCH_LINES}-line patches ({db})",
+            result[db]["page_p50_ms"],
+            TARGET_MS,
+            better="lower",
+            unit=" ms",
+        )
+        for db in ("sqlite", "postgresql")
+        if isinstance(result[db], dict)
+    ]
     result["summary"]["meets_target"] = all(
         result[db]["page_p50_ms"] <= TARGET_MS for db in ("sqlite", "postgresql") if isinstance(result[db], dict)
     )

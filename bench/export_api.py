@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import psutil
 
+from bench.checks import check
 from bench.databases import fresh_postgres
 from bench.synthetic import write_jsonl
 
@@ -152,7 +153,7 @@ def run() -> dict[str, Any]:
     raw_seconds = [s for s, _, _ in raw]
     if any(lines != TRAJECTORIES for _, lines, _ in runs + raw):
         raise RuntimeError(f"the export returned {[n for _, n, _ in runs + raw]} records, not {TRAJECTORIES}")
-    summary = {
+    summary: dict[str, Any] = {
         "steps_per_s": round(steps / statistics.median(seconds)),
         "steps_per_s_unredacted": round(steps / statistics.median(raw_seconds)),
         "peak_rss_mb": round(sampler.peak / 1e6, 1),
@@ -163,8 +164,13 @@ def run() -> dict[str, Any]:
         "load_average_1m": round(os.getloadavg()[0], 1),
         "targets": TARGETS,
     }
+    checks = [
+        check("API export steps/s", summary["steps_per_s"], TARGETS["steps_per_s"], better="higher"),
+        check("API export server peak RSS", summary["peak_rss_mb"], TARGETS["rss_mb"], better="lower", unit=" MB"),
+    ]
     return {
         "server": "uvicorn webapp.asgi:application",
+        "checks": checks,
         "database": database.split(":", 1)[0],
         "steps": steps,
         "mb": round(runs[0][2] / 1e6, 1),

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from bench.checks import check
+
 if TYPE_CHECKING:
     from trajectories.schema import AgentStep
 
@@ -239,6 +241,7 @@ def run() -> dict[str, Any]:
         "after_sft": after,
         "cpu_s": cpu_total,
         "cpu_s_by_phase": phases,
+        "checks": [check("well-formed tool calls after SFT", after["well_formed_share"], 0.8, better="higher")],
         "summary": {
             "well_formed_base": before["well_formed_share"],
             "well_formed_after": after["well_formed_share"],

@@ -20,6 +20,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from bench.checks import check
+
 REPO = Path(__file__).resolve().parent.parent
 STEPS = int(os.environ.get("BENCH_WS_STEPS", "200"))
 
@@ -165,6 +167,23 @@ def run() -> dict[str, Any]:
     return {
         "scripted_batch": overhead,
         "step_to_websocket": latency,
+        "checks": [
+            check(
+                "scripted batch wall / sandbox time",
+                overhead["ratio"],
+                overhead["target_ratio"],
+                better="lower",
+                unit="x",
+                floor="the same commands' sandbox time, same run",
+            ),
+            check(
+                "live step -> WebSocket client, p95",
+                latency["p95_ms"],
+                latency["target_p95_ms"],
+                better="lower",
+                unit=" ms",
+            ),
+        ],
         "summary": {
             "overhead_ratio": overhead["ratio"],
             "ws_p50_ms": latency["p50_ms"],

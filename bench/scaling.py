@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from bench.checks import check
+
 REPO = Path(__file__).resolve().parent.parent
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crucible_bench_scaling")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
@@ -217,6 +219,16 @@ def run() -> dict[str, Any]:
         "runs": runs,
         "speedup_over_one": speedups,
         "target_two_workers": 1.7,
+        "checks": [
+            check(
+                "scripted batch, 2 workers vs 1",
+                speedups.get("2", 0.0),
+                1.7,
+                better="higher",
+                unit="x",
+                floor="the same batch on one worker process, same run",
+            )
+        ],
         "met": speedups.get("2", 0.0) >= 1.7,
         # The most any number of workers could gain here: the cores there are over the cores one worker's batch
         # already keeps busy (itself, its sandboxes, PostgreSQL, Redis).

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.checks import check
 from rewards.behaviour import plant_probes
 from rewards.scoring import score_patch
 from rewards.spec import load_spec
@@ -148,6 +149,17 @@ def run() -> dict[str, Any]:
         "sizes": sizes,
         "target_ratio": TARGET,
         "load_average": round(os.getloadavg()[0], 2),
+        "checks": [
+            check(
+                f"verdict vs runner pytest, {s['tests']} tests",
+                s["ratio"],
+                TARGET,
+                better="lower",
+                unit="x",
+                floor="pytest in the runner venv, same tests, same run",
+            )
+            for s in sizes
+        ],
         "summary": {
             **{f"ratio_{s['tests']}": s["ratio"] for s in sizes},
             **{f"planting_ms_per_test_{s['tests']}": s["planting_ms_per_test"] for s in sizes},

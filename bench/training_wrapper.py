@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.checks import check
+
 REPO = Path(__file__).resolve().parent.parent
 MODEL = REPO / "var" / "models" / "smollm2-135m-instruct"
 # A CPU step at 1024 tokens takes ~1 minute on a busy 2-core machine; the fixed costs (process
@@ -121,5 +123,15 @@ def _measure(tmp: Path) -> dict[str, Any]:
         "repeats": REPEATS,
         "wrapper_s": [round(s, 2) for s in wrapper_s],
         "direct_s": [round(s, 2) for s in direct_s],
+        "checks": [
+            check(
+                "train command vs the same TRL call made directly",
+                ratio,
+                TARGET,
+                better="lower",
+                unit="x",
+                floor="the same SFT run by TRL directly, same run",
+            )
+        ],
         "summary": {"ratio": round(ratio, 3), "target": TARGET, "ok": ratio <= TARGET},
     }
