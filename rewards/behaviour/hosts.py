@@ -167,11 +167,9 @@ def copy_test(func: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.FunctionDef |
     return clone
 
 
-class _BeforeReturns(ast.NodeTransformer):
-    """Puts `tail` before every return of the function itself (so an early return still meets it)."""
-
-    def __init__(self, tail: list[ast.stmt]) -> None:
-        self.tail = tail
+class OwnScope(ast.NodeTransformer):
+    """Transforms a function's own statements only: a nested function, class or lambda is
+    another scope (its returns and asserts are not the test's), so it is left as it is."""
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
         return node
@@ -184,6 +182,13 @@ class _BeforeReturns(ast.NodeTransformer):
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         return node
+
+
+class _BeforeReturns(OwnScope):
+    """Puts `tail` before every return of the function itself (so an early return still meets it)."""
+
+    def __init__(self, tail: list[ast.stmt]) -> None:
+        self.tail = tail
 
     def visit_Return(self, node: ast.Return) -> list[ast.stmt]:
         return [*(_fresh(s) for s in self.tail), node]

@@ -14,7 +14,7 @@ import ast
 import random
 
 from patches import pysource
-from rewards.behaviour.hosts import as_list, copy_test, end_with
+from rewards.behaviour.hosts import OwnScope, as_list, copy_test, end_with
 from rewards.behaviour.model import ProbeError
 
 UNITTEST_EQ = frozenset(
@@ -94,7 +94,7 @@ def is_literal(node: ast.AST, *, folding: bool = False) -> bool:
     return False
 
 
-class _TwinBody(ast.NodeTransformer):
+class _TwinBody(OwnScope):
     """Equality assertions become probes: `hit = helper(left, right, kind, plan) or hit`."""
 
     def __init__(self, helper: str, hit: str, pair: tuple[str, str], matchers: set[str]) -> None:
@@ -103,18 +103,6 @@ class _TwinBody(ast.NodeTransformer):
         self.pair = pair
         self.matchers = matchers
         self.count = 0
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        return node
-
-    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> ast.AST:
-        return node
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
-        return node
-
-    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
-        return node
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
         probe = self._compare(node.test)
