@@ -31,8 +31,11 @@ INLINE_SHELL = re.compile(rf"\b{REFERENCE_WORD}[ \t]{{2,}}(?=[a-z])", re.IGNOREC
 INTRODUCED_REFERENCE = re.compile(rf"(?:\b{REFERENCE_WORD}\s*)?\x00", re.IGNORECASE)
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`\"'(])")
 DANGLING_WORD = re.compile(rf"\s*[,;:-]?\s*\b{REFERENCE_WORD}\s*[.:,]?\s*$", re.IGNORECASE)
-# Trailers are for the tools that read the history, not for the person fixing the bug.
+# Trailers are for the tools that read the history, not for the person fixing the bug: the
+# known ones anywhere, and a last paragraph made only of `Token: value` lines (git's own rule).
 TRAILER = re.compile(r"^(?:Signed-off-by|Co-authored-by|Reviewed-by|Change-Id|Cherry-picked from)\b.*$", re.I | re.M)
+TRAILER_LINE = re.compile(r"^[A-Za-z][A-Za-z0-9-]*:\s+\S")
+TRAILER_KEYS = re.compile(r"-by$|^(?:fixes|closes|resolves|refs?|bug|issue|see-also|change-id|part-of)$", re.I)
 HASHES = re.compile(r"\b[0-9a-f]{7,40}\b")
 ASSERTION = re.compile(r"^\s*(?:assert\b|self\.assert\w*\(|pytest\.raises\(|with pytest\.raises\()")
 TEST_DEF = re.compile(r"^\s*(?:async\s+)?def\s+(test\w*)\s*\(")
@@ -59,19 +62,36 @@ def clean(text: str, title: bool = False) -> str:
     #810 as it ..."): in a body the sentence goes; in a title the reference and the word that
     introduced it go, since a title has nothing else to say.
     """
-    text = TRAILER.sub("", REFERENCE.sub("\x00", text))
+    text = TRAILER.sub("", REFERENCE.sub("\x00", _without_trailer_block(text)))
     text = HASHES.sub("<commit>", text)
     lines = []
     for line in text.splitlines():
+        before = line
         line = REFERENCE_BRACKET.sub(lambda m: "" if "\x00" in m.group(0) else m.group(0), line)
         line = EMPTY_SHELL.sub("", line)
         if "\x00" in line:
             line = _without_inline_references(line, title)
         line = line.replace("\x00", "")
-        line = DANGLING_WORD.sub("", line) if line.strip() else line
+        if line != before and line.strip():
+            # Only where a reference went: "in" ending a wrapped line of prose is the prose's.
+            line = DANGLING_WORD.sub("", line)
+        if title:
+            # "Fix #218: handle None" lost "Fix #218": its colon must not lead the title.
+            line = re.sub(r"^\s*[:;,.\-]+\s*", "", line)
+            line = line[:1].upper() + line[1:]
         line = re.sub(r"(?<=\S)[ \t]+([.,;:!?])(?=\s|$)", r"\1", line).rstrip()
         lines.append(line)
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+
+
+def _without_trailer_block(text: str) -> str:
+    """The message without its last paragraph when that paragraph is trailers only."""
+    paragraphs = text.rstrip().split("\n\n")
+    last = [line for line in paragraphs[-1].splitlines() if line.strip()]
+    if len(paragraphs) > 1 and last and all(TRAILER_LINE.match(line) for line in last):
+        if any(TRAILER_KEYS.search(line.split(":", 1)[0]) for line in last):
+            return "\n\n".join(paragraphs[:-1])
+    return text
 
 
 def _without_inline_references(line: str, title: bool) -> str:
@@ -99,7 +119,8 @@ def behaviours(test_diff: str) -> list[tuple[str, list[str]]]:
     """(test, its added assertions) for each test function the diff adds or changes."""
     found: dict[str, list[str]] = {}
     current = ""
-    for line in test_diff.splitlines():
+    lines = test_diff.splitlines()
+    for at, line in enumerate(lines):
         if line.startswith(("+++", "---")):
             continue
         if line.startswith("@@"):
@@ -114,8 +135,24 @@ def behaviours(test_diff: str) -> list[tuple[str, list[str]]]:
                 found.setdefault(current, [])
             continue
         if line.startswith("+") and current and ASSERTION.match(body):
-            found.setdefault(current, []).append(body.strip()[:MAX_LINE])
+            found.setdefault(current, []).append(_whole_statement(lines, at)[:MAX_LINE])
     return list(found.items())[:MAX_BEHAVIOURS]
+
+
+def _whole_statement(lines: list[str], at: int) -> str:
+    """The added statement starting at lines[at], joined over the lines its brackets stay open."""
+    parts: list[str] = []
+    depth = 0
+    for line in lines[at : at + 30]:
+        if parts and not line.startswith("+"):
+            break
+        body = line[1:].strip()
+        parts.append(body)
+        depth += sum(body.count(c) for c in "([{") - sum(body.count(c) for c in ")]}")
+        if depth <= 0 and not body.endswith("\\"):
+            break
+    joined = " ".join(part.rstrip("\\").strip() for part in parts)
+    return re.sub(r"([(\[{])\s+", r"\1", re.sub(r"\s+([)\]}])", r"\1", joined))
 
 
 def compose(subject: str, body: str, test_diff: str, expected_patch: str) -> str:

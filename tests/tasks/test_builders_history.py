@@ -237,3 +237,55 @@ def test_a_socket_shutdown_is_not_a_dangerous_command() -> None:
     assert not DANGEROUS.search("sock.shutdown(socket.SHUT_RDWR)")
     assert not DANGEROUS.search("def test_shutdown_closes_the_pool():")
     assert DANGEROUS.search("os.popen('shutdown -h now')") and DANGEROUS.search('run(["reboot"])')
+
+
+def test_wrapped_prose_keeps_a_line_ending_in_a_reference_word() -> None:
+    # A body wrapped at 72 columns, as most are: "in", "see", "via" end lines without a reference.
+    body = (
+        "The lexer treated a keyword that ends a line as the start of an identifier, which broke the\n"
+        "splitting of statements written in\n"
+        "lower case. This keeps the keyword, as the docs say you should see\n"
+        "when the statement is printed via\n"
+        "the formatter."
+    )
+    text = statements.compose("Keep keywords at line ends", body, "", "")
+    assert "written in\nlower case" in text and "should see\nwhen" in text and "via\nthe formatter" in text
+
+
+def test_a_title_that_starts_with_its_reference_keeps_its_words_not_the_colon() -> None:
+    for subject in ("Fix #218: handle None in the parser", "fixes gh-218: handle None in the parser",
+                    "Closes #218 - handle None in the parser"):  # fmt: skip
+        assert statements.compose(subject, "", "", "").splitlines()[0] == "# Handle None in the parser"
+
+
+def test_a_trailer_paragraph_does_not_reach_the_statement() -> None:
+    body = (
+        "Tokens after a comment were dropped.\n\n"
+        "Fixes: 1a2b3c4d5e6f\nAcked-by: A. Maintainer <a@example.org>\nTested-by: CI Bot <ci@example.org>\n"
+        "Reported-by: Someone <someone@example.org>"
+    )
+    text = statements.compose("Keep tokens after a comment", body, "", "")
+    assert "Tokens after a comment were dropped." in text
+    assert not any(word in text for word in ("Acked-by", "Tested-by", "Reported-by", "Fixes:", "example.org"))
+    # A closing paragraph of prose with a colon in it is the message's, not a trailer.
+    kept = statements.compose("Keep tokens", "Dropped tokens.\n\nNote: this also covers comments.", "", "")
+    assert "Note: this also covers comments." in kept
+
+
+def test_a_multi_line_assertion_is_shown_whole() -> None:
+    diff = (
+        "--- a/tests/test_split.py\n+++ b/tests/test_split.py\n@@ -1,2 +1,8 @@\n"
+        "+def test_split_keeps_comments():\n"
+        "+    assert split(\n"
+        "+        'select 1; -- one\\nselect 2;'\n"
+        "+    ) == [\n"
+        "+        'select 1; -- one', 'select 2;',\n"
+        "+    ]\n"
+        "+    assert len(split('x;')) == 1\n"
+    )
+    [(name, assertions)] = statements.behaviours(diff)
+    assert name == "test_split_keeps_comments"
+    assert assertions == [
+        "assert split('select 1; -- one\\nselect 2;') == ['select 1; -- one', 'select 2;',]",
+        "assert len(split('x;')) == 1",
+    ]
