@@ -1,12 +1,13 @@
 """What a repository's tests need installed, read from its own files (never by running them).
 
 `detect_environment` reads `pyproject.toml` ([project] dependencies, test extras, PEP 735
-dependency groups), `setup.cfg` ([options] install_requires, test extras), `setup.py` (its
+dependency groups with their `include-group`s), `setup.cfg` ([options] install_requires, test extras), `setup.py` (its
 `setup(...)` call's literal arguments, parsed, never executed) and `requirements*.txt`, finds
 a `src/` layout, and chooses the test runner: the repository's own pytest pin when it has one,
 else the runner Crucible ships, or the last release before pytest 9 when its conftest still
 uses the `py.path` hook arguments pytest 9 removed. The result is an `EnvSpec`, or None when
-the bare runner is all the tests need.
+the bare runner is all the tests need. Each requirement's PEP 508 marker is evaluated for the
+environment's Python: one for another Python is left out, not taken for the package's pin.
 
 Plain Python: the builders, `build_env` and a remote worker use it alike.
 """
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
+from packaging.markers import default_environment
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
@@ -134,11 +136,17 @@ def detect_environment(repo: Path, pytest: str = "", variables: Sequence[tuple[s
             found += lines
     own = _own_names(repo)
     requirements: dict[str, str] = {}
+    target = _marker_environment(current_python())
     for line in found:
         try:
             requirement = check_requirement(line)
         except EnvBuildError as exc:
             skipped.append(str(exc))
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate(target):
+            # "pytest<8; python_version < '3.8'" beside "pytest>=8; python_version >= '3.8'": the
+            # alternative for another Python is not this environment's (nor the first one read).
+            skipped.append(f"{line[:120]!r}: not for Python {target['python_version']}")
             continue
         name = normalise(requirement.name)
         if name in own or name in TOOLING or name in requirements:
@@ -154,6 +162,15 @@ def detect_environment(repo: Path, pytest: str = "", variables: Sequence[tuple[s
         variables=tuple(sorted(dict(variables).items())),
     )
     return Detected(spec, sources, skipped, runner)
+
+
+def _marker_environment(python: str) -> dict[str, str]:
+    """PEP 508 marker values for an environment of `python` on this host (no extra selected)."""
+    values: dict[str, str] = {key: str(value) for key, value in default_environment().items()}
+    if values["python_version"] != python:
+        values.update(python_version=python, python_full_version=f"{python}.0")
+    values["extra"] = ""
+    return values
 
 
 def _check_python(repo: Path) -> None:
@@ -223,6 +240,26 @@ def _extras(table: dict[str, object]) -> list[str]:
     return [line for k in keys for line in _strings(table[k])]
 
 
+def _groups(table: dict[str, object], skipped: list[str]) -> list[str]:
+    """PEP 735 dependency groups: the test (else dev) groups, `{include-group = ...}` followed."""
+
+    def members(name: str, seen: tuple[str, ...]) -> list[str]:
+        if name in seen:
+            skipped.append(f"dependency group {name!r} includes itself ({' -> '.join((*seen, name))})")
+            return []
+        entries = table.get(name)
+        lines: list[str] = []
+        for entry in entries if isinstance(entries, list) else []:
+            if isinstance(entry, str):
+                lines.append(entry)
+            elif isinstance(entry, dict) and isinstance(entry.get("include-group"), str):
+                lines += members(entry["include-group"], (*seen, name))
+        return lines
+
+    keys = [k for k in TEST_EXTRAS if k in table] or [k for k in DEV_EXTRAS if k in table]
+    return [line for k in keys for line in members(k, ())]
+
+
 def _pyproject(repo: Path, skipped: list[str]) -> tuple[list[str], str]:
     data = _toml(repo / "pyproject.toml")
     project = data.get("project")
@@ -234,7 +271,7 @@ def _pyproject(repo: Path, skipped: list[str]) -> tuple[list[str], str]:
             lines += _extras(optional)
     groups = data.get("dependency-groups")
     if isinstance(groups, dict):
-        lines += _extras(groups)  # PEP 735; `{include-group = ...}` entries are not strings and are left out
+        lines += _groups(groups, skipped)
     return lines, "pyproject.toml"
 
 

@@ -225,6 +225,32 @@ def test_setup_cfg_test_extras_and_pinned_runner(tmp_path: Path) -> None:
     assert set(detected.spec.requirements) == {"idna>=2", "pytest<8,>=7"}
 
 
+def test_a_runner_split_by_python_marker_takes_the_alternative_for_this_python(tmp_path: Path) -> None:
+    # A PEP 735 group as real projects write it: one pytest per Python, and a shared group included.
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "split"\n\n[dependency-groups]\n'
+        'base = ["iniconfig>=1", "tomli; python_version < \'3.11\'"]\n'
+        "test = [\n  \"pytest>=7,<8; python_version < '3.8'\",\n  \"pytest>=8; python_version >= '3.8'\",\n"
+        '  {include-group = "base"},\n]\n'
+    )
+    detected = detect_environment(tmp_path)
+    assert detected.spec is not None
+    assert detected.runner == 'pytest>=8; python_version >= "3.8"'
+    assert "iniconfig>=1" in detected.spec.requirements
+    assert not any(r.startswith("tomli") for r in detected.spec.requirements)  # for Pythons before 3.11 only
+    assert any("not for Python" in s and "pytest>=7,<8" in s for s in detected.skipped)
+
+
+def test_a_dependency_group_that_includes_itself_is_reported_not_followed_forever(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "loop"\n\n[dependency-groups]\n'
+        'test = ["attrs", {include-group = "more"}]\nmore = [{include-group = "test"}]\n'
+    )
+    detected = detect_environment(tmp_path)
+    assert detected.spec is not None and "attrs" in detected.spec.requirements
+    assert any("includes itself (test -> more -> test)" in s for s in detected.skipped)
+
+
 def test_conftest_with_py_path_hooks_gets_a_pytest_that_accepts_them(tmp_path: Path) -> None:
     (tmp_path / "conftest.py").write_text("def pytest_ignore_collect(path, config):\n    return False\n")
     detected = detect_environment(tmp_path)
