@@ -105,16 +105,36 @@ def read_safely(
 
 
 def nodeid(file: str, classname: str, name: str) -> str:
-    """pytest node id from xunit1 attributes: file=tests/test_x.py classname=tests.test_x.TestC."""
+    """pytest node id from xunit1 attributes: file=tests/test_x.py classname=tests.test_x.TestC.
+
+    `file` is where the test function is written, `classname` the dotted node id it ran under:
+    for a method inherited from a class in another module (a unittest mixin in
+    tests/__init__.py) they disagree, and the node id comes from `classname` alone.
+    """
     module = file[:-3].replace("/", ".") if file.endswith(".py") else ""
     parts = [file] if file else []
-    if module and classname.startswith(module):
+    if module and (classname == module or classname.startswith(module + ".")):
         inner = classname[len(module) :].strip(".")
         if inner:
             parts += inner.split(".")
+    elif collected := _collected_under(classname):
+        parts = collected
     elif not file:
         parts.append(classname)
     return "::".join([*parts, name])
+
+
+def _collected_under(classname: str) -> list[str]:
+    """tests.sub.test_c.TestA -> [tests/sub/test_c.py, TestA]: the module's parts come first and
+    the classes start at the first capitalised part (pytest collects classes named Test*,
+    unittest's are TestCase subclasses, by convention capitalised; modules are not); a function
+    imported from another module has no class part."""
+    dotted = classname.split(".")
+    for at, part in enumerate(dotted[1:], start=1):
+        if part[:1].isupper():
+            return ["/".join(dotted[:at]) + ".py", *dotted[at:]]
+    # A function imported from another module: the classname is the collecting module alone.
+    return ["/".join(dotted) + ".py"] if classname else []
 
 
 def read_report(path: Path) -> tuple[dict[str, TestOutcome], int]:

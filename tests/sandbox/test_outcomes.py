@@ -117,3 +117,34 @@ def test_a_disagreement_names_both_counts_and_the_ids_that_differ() -> None:
     problems = reconcile(tests, stdout)
     assert tests["t.py::b"].outcome == Outcome.XPASSED
     assert problems == ["pytest's summary says 2 xpassed, the report 1 (ids that differ: t.py::gone)"]
+
+
+MIXIN = """
+class Behaviour:
+    def test_one(self):
+        self.assertEqual(self.value, 1)
+
+    def test_two(self):
+        self.assertTrue(self.value)
+"""
+
+
+def test_tests_inherited_from_a_mixin_in_another_module_keep_one_id_per_class(tmp_path: Path) -> None:
+    # unittest suites share test methods through a mixin in tests/__init__.py: JUnit's `file` is
+    # where each method is written (the mixin's), the class it ran in is only in `classname`.
+    case = (
+        "import unittest\nfrom tests import Behaviour\n\n\nclass {name}(Behaviour, unittest.TestCase):\n    value = 1\n"  # noqa: E501
+    )
+    report = _run(tmp_path, {
+        "tests/__init__.py": MIXIN,
+        "tests/test_a.py": case.format(name="TestA"),
+        "tests/test_b.py": case.format(name="TestB"),
+        "tests/sub/__init__.py": "",
+        "tests/sub/test_c.py": case.format(name="TestA"),
+    })  # fmt: skip
+    assert sorted(report.tests) == [
+        "tests/sub/test_c.py::TestA::test_one", "tests/sub/test_c.py::TestA::test_two",
+        "tests/test_a.py::TestA::test_one", "tests/test_a.py::TestA::test_two",
+        "tests/test_b.py::TestB::test_one", "tests/test_b.py::TestB::test_two",
+    ]  # fmt: skip
+    assert report.inconsistencies == [] and report.valid

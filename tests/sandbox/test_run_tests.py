@@ -43,6 +43,10 @@ def test_node_ids_cover_classes_and_parameters() -> None:
     assert nodeid("tests/test_x.py", "tests.test_x", "test_a[1-2]") == "tests/test_x.py::test_a[1-2]"
     assert nodeid("tests/test_x.py", "tests.test_x.TestC", "test_b") == "tests/test_x.py::TestC::test_b"
     assert nodeid("test_top.py", "test_top", "test_c") == "test_top.py::test_c"
+    # Written in one module, collected in another: the id is where it was collected.
+    assert nodeid("tests/__init__.py", "tests.test_a.TestA", "test_one") == "tests/test_a.py::TestA::test_one"
+    assert nodeid("tests/shared.py", "tests.test_a", "test_f") == "tests/test_a.py::test_f"
+    assert nodeid("tests/test_xy.py", "tests.test_x.TestC", "test_b") == "tests/test_x.py::TestC::test_b"
 
 
 def test_a_run_that_lies_about_its_exit_status_is_flagged(box: Sandbox) -> None:
