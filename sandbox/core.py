@@ -334,7 +334,8 @@ class Sandbox:
         workspace_inside = str(self.workspace) if local else WORKSPACE_MOUNT
         reports_inside = str(reports) if local else f"/run/{secrets.token_hex(16)}"
         harness_inside = str(harness) if local else f"/run/{secrets.token_hex(16)}"
-        write_harness(harness, workspace_inside, plugins, self._import_paths(workspace_inside))
+        settings = self.environment.spec.pytest if self.environment else None
+        write_harness(harness, workspace_inside, plugins, self._import_paths(workspace_inside), settings)
         argv = [
             *prefix,
             "-c",
@@ -346,6 +347,7 @@ class Sandbox:
             # Last: every other plugin is imported before the workspace is on sys.path.
             *(arg for name in [*names, WORKSPACE_PATH_PLUGIN] for arg in ("-p", name)),
             f"--junitxml={reports_inside}/{REPORT_FILE}",
+            *(settings.args if settings else ()),
             *args,
         ]
         env = {**self.env, **HERMETIC_ENV, "PYTHONPATH": harness_inside}

@@ -38,6 +38,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from sandbox.pytest_settings import PytestSettings, PytestSettingsError
 from sandbox.runner_env import EMPTY_DIR, runner_root
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,9 @@ class EnvSpec:
     # Set-up the tests need besides packages: environment variables for every command of the task
     # (DJANGO_SETTINGS_MODULE, TZ...). Never the ones the sandbox and the harness own.
     variables: tuple[tuple[str, str], ...] = ()
+    # The repository's own pytest settings, read as data at build time (sandbox.pytest_settings):
+    # the harness writes them into its ini, since the workspace's config is never read.
+    pytest: PytestSettings = field(default_factory=PytestSettings)
 
     def __post_init__(self) -> None:
         check_spec(self)
@@ -96,6 +100,8 @@ class EnvSpec:
         }
         if self.variables:
             data["variables"] = dict(self.variables)
+        if self.pytest:
+            data["pytest"] = self.pytest.to_json()
         return data
 
     @classmethod
@@ -103,7 +109,7 @@ class EnvSpec:
         """From task metadata: anything malformed is refused with a message naming the field."""
         if not isinstance(data, dict):
             raise EnvBuildError("environment: must be an object with python, requirements and pythonpath")
-        unknown = set(data) - {"python", "requirements", "pythonpath", "variables", "key"}
+        unknown = set(data) - {"python", "requirements", "pythonpath", "variables", "pytest", "key"}
         if unknown:
             raise EnvBuildError(f"environment: unknown field(s) {sorted(unknown)}")
         variables = data.get("variables", {})
@@ -116,11 +122,16 @@ class EnvSpec:
                 raise EnvBuildError(f"environment.{name}: must be a list of strings")
         if not isinstance(python, str):
             raise EnvBuildError("environment.python: must be a string such as '3.11'")
+        try:
+            pytest = PytestSettings.from_json(data["pytest"]) if "pytest" in data else PytestSettings()
+        except PytestSettingsError as exc:
+            raise EnvBuildError(str(exc)) from None
         return cls(
             requirements=tuple(requirements),
             python=python,
             pythonpath=tuple(pythonpath),
             variables=tuple(sorted(variables.items())),
+            pytest=pytest,
         )
 
     def spec_hash(self) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from sandbox import junit
 from sandbox.backends.base import SandboxError
+from sandbox.pytest_settings import PytestSettings
 from sandbox.results import TestReport
 
 logger = logging.getLogger(__name__)
@@ -125,10 +126,16 @@ def plugin_names(plugins: Sequence[tuple[str, str]]) -> list[str]:
 
 
 def write_harness(
-    harness: Path, workspace_inside: str, plugins: Sequence[tuple[str, str]], import_paths: Sequence[str] = ()
+    harness: Path,
+    workspace_inside: str,
+    plugins: Sequence[tuple[str, str]],
+    import_paths: Sequence[str] = (),
+    settings: PytestSettings | None = None,
 ) -> None:
+    """The harness directory: its ini (with the repository's carried settings), the workspace
+    path plugin and the given plugins."""
     harness.mkdir()
-    (harness / HARNESS_INI).write_text(HARNESS_INI_TEXT)
+    (harness / HARNESS_INI).write_text(HARNESS_INI_TEXT + (settings.ini_text() if settings else ""))
     source = WORKSPACE_PATH_SOURCE.format(workspace=workspace_inside, paths=list(import_paths))
     (harness / f"{WORKSPACE_PATH_PLUGIN}.py").write_text(source)
     for name, source in plugins:

@@ -1,13 +1,14 @@
 """What a repository's tests need installed, read from its own files (never by running them).
 
 `detect_environment` reads `pyproject.toml` ([project] dependencies, test extras, PEP 735
-dependency groups with their `include-group`s), `setup.cfg` ([options] install_requires, test extras), `setup.py` (its
-`setup(...)` call's literal arguments, parsed, never executed) and `requirements*.txt`, finds
-a `src/` layout, and chooses the test runner: the repository's own pytest pin when it has one,
-else the runner Crucible ships, or the last release before pytest 9 when its conftest still
-uses the `py.path` hook arguments pytest 9 removed. The result is an `EnvSpec`, or None when
-the bare runner is all the tests need. Each requirement's PEP 508 marker is evaluated for the
-environment's Python: one for another Python is left out, not taken for the package's pin.
+dependency groups with their `include-group`s), `setup.cfg` ([options] install_requires, test
+extras), `setup.py` (its `setup(...)` call's literal arguments, parsed, never executed) and
+`requirements*.txt`, finds a `src/` layout, reads the repository's pytest settings as data
+(sandbox.pytest_settings), and chooses the test runner: the repository's own pytest pin when it
+has one, else the runner Crucible ships, or the last release before pytest 9 when its conftest
+still uses the `py.path` hook arguments pytest 9 removed. Each requirement's PEP 508 marker is
+evaluated for the environment's Python: one for another Python is left out, not taken for the
+package's pin. The result is an `EnvSpec`, or None when the bare runner is all the tests need.
 
 Plain Python: the builders, `build_env` and a remote worker use it alike.
 """
@@ -32,6 +33,7 @@ from packaging.version import Version
 
 from patches import pysource
 from sandbox.environments import EnvBuildError, EnvSpec, check_requirement, current_python, normalise
+from sandbox.pytest_settings import read_settings
 
 logger = logging.getLogger(__name__)
 
@@ -154,12 +156,17 @@ def detect_environment(repo: Path, pytest: str = "", variables: Sequence[tuple[s
         requirements[name] = str(requirement)
     runner, why = _choose_pytest(repo, requirements.pop("pytest", ""), pytest)
     pythonpath = ("src",) if _src_layout(repo) else ()
-    if not requirements and not pythonpath and not variables and why == "default":
+    settings, ignored, settings_file = read_settings(repo)
+    skipped += [f"pytest settings: {item}" for item in ignored]
+    if settings_file and settings:
+        sources.append(f"{settings_file} (pytest settings)")
+    if not requirements and not pythonpath and not variables and not settings and why == "default":
         return Detected(None, sources, skipped, runner)
     spec = EnvSpec(
         requirements=tuple(sorted([runner, *requirements.values()])),
         pythonpath=pythonpath,
         variables=tuple(sorted(dict(variables).items())),
+        pytest=settings,
     )
     return Detected(spec, sources, skipped, runner)
 

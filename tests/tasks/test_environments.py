@@ -319,3 +319,60 @@ def test_set_up_variables_reach_the_tests_and_reserved_names_are_refused(tmp_pat
         EnvSpec.from_json({"requirements": [], "variables": {"MODE": "a\nb"}})
     with pytest.raises(CommandError, match="expected NAME=VALUE"):
         call_command("build_env", "--repo", str(repo), "--test-env", "novalue", stdout=io.StringIO())
+
+
+def test_the_repositorys_pytest_settings_are_carried_into_the_harness_not_read_from_the_workspace(
+    tmp_path: Path, env_root: Path
+) -> None:
+    # A suite whose fixture folder holds files that look like tests but must not be collected, and
+    # whose own test files are named check_*.py: without its settings, collection fails.
+    repo = tmp_path / "settings"
+    files = {
+        "setup.cfg": (
+            "[tool:pytest]\nnorecursedirs = fixtures .git\npython_files = check_*.py test_*.py\n"
+            "addopts = --strict-markers -p no_such_plugin --ignore=tests/data -x\nlog_cli = true\n"
+            "markers =\n    slow: a slow test\n"
+        ),
+        "tests/check_core.py": "import pytest\n\n\n@pytest.mark.slow\ndef test_core():\n    assert True\n",
+        "tests/fixtures/test_sample.py": "import not_installed_anywhere\n",
+        "tests/data/test_more.py": "raise SystemExit('collected')\n",
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    detected = detect_environment(repo)
+    assert detected.spec is not None
+    carried = detected.spec.pytest
+    assert dict(carried.ini)["norecursedirs"] == ("fixtures", ".git")
+    assert carried.args == ("--strict-markers", "--ignore=tests/data")
+    assert any("'-p'" in s for s in detected.skipped) and any("log_cli" in s for s in detected.skipped)
+    assert EnvSpec.from_json(detected.spec.to_json()) == detected.spec
+    env = ensure_environment(detected.spec)
+    with Sandbox(repo, "bwrap", environment=env) as box:
+        report = box.run_tests()
+        assert report.valid and sorted(report.tests) == ["tests/check_core.py::test_core"], report.tests
+        # The workspace's own config is still never read: an agent's edit of it changes nothing.
+        box.write_file("setup.cfg", "[tool:pytest]\nnorecursedirs = nothing\naddopts = -p no_such_plugin\n")
+        assert sorted(box.run_tests().tests) == ["tests/check_core.py::test_core"]
+    with Sandbox(repo, "bwrap") as box:
+        bare = box.run_tests()  # the same suite without the carried settings: broken, its test unseen
+        assert bare.exec.exit_code != 0 and "tests/check_core.py::test_core" not in bare.tests
+
+
+@pytest.mark.parametrize(
+    "pytest_settings",
+    [
+        {"ini": {"norecursedirs": ["fixtures\naddopts = -p evil"]}, "args": []},
+        {"ini": {"testpaths": ["../outside"]}, "args": []},
+        {"ini": {"addopts": ["-p evil"]}, "args": []},
+        {"ini": {}, "args": ["-p", "evil"]},
+        {"ini": {}, "args": ["--ignore=/etc"]},
+        {"ini": {}, "args": ["--import-mode=evil"]},
+        {"ini": {"xfail_strict": ["maybe"]}, "args": []},
+        {"ini": {"python_files": ["x" * 400]}, "args": []},
+        {"rules": {}},
+    ],
+)
+def test_hostile_pytest_settings_in_metadata_are_refused(pytest_settings: dict[str, object]) -> None:
+    with pytest.raises(EnvBuildError, match="environment.pytest"):
+        EnvSpec.from_json({"requirements": [], "pytest": pytest_settings})
