@@ -21,18 +21,13 @@ from sandbox.backends.base import Backend
 from sandbox.environments import EnvBuildError, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import Outcome, TestReport
+from tasks import safety
 from tasks.builders import statements
 from tasks.secrets import live, scan_secrets, summary
 from tasks.spec import TaskSpec, run_task_tests
 
 logger = logging.getLogger(__name__)
 
-DANGEROUS = re.compile(
-    r"rm\s+-rf\s+/|\bmkfs\b|\bdd\s+if=|:\(\)\s*\{|\bcurl\b|\bwget\b|\bsudo\b|\bchmod\s+777\b|\bnc\s+-e\b|"
-    # The shell's shutdown and reboot, not a method of that name (`sock.shutdown(socket.SHUT_RDWR)`).
-    r"(?<![.\w])(?:shutdown|reboot|poweroff)\s+(?:-\w+|now\b|\+\d)|[\"'](?:shutdown|reboot|poweroff)[\"']|"
-    r"/etc/passwd|\bos\.system\(|\bshell\s*=\s*True"
-)
 # Repository paths a statement points the agent at: anything with a directory part, or
 # a Python module. A bare "local.cfg" is usually the user's file, not the repo's.
 PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.\w+|[\w-]+\.py)\b")
@@ -242,15 +237,27 @@ def validate(
         baseline=secrets_baseline,
     )
     checks.append(Check("no_secrets", not live(secrets), summary(secrets), list(secrets)))
-    dangerous = [
-        f"{p.relative_to(task.tests_dir)}: {m.group(0)}"
-        for p in test_files
-        for m in DANGEROUS.finditer(p.read_text(errors="replace"))
-    ]
-    dangerous += [f"test_command: {m.group(0)}" for m in DANGEROUS.finditer(task.test_command)]
+    # Judged, as secrets are: a command that would run makes the task unsafe; the same words as
+    # a test's data (a path-handling test's "/etc/passwd") or in a comment are listed only.
+    dangerous = safety.judge(test_files, task.tests_dir, task.test_command)
     checks.append(
-        Check("safe_commands", not dangerous, "dangerous commands in the tests" if dangerous else "", dangerous)
+        Check(
+            "safe_commands",
+            not dangerous.commands,
+            "dangerous commands in the tests" if dangerous.commands else "",
+            dangerous.commands,
+        )
     )
+    if dangerous.mentions:
+        checks.append(
+            Check(
+                "dangerous_words_as_data",
+                True,
+                f"{len(dangerous.mentions)} dangerous-looking words only in strings or comments that run nothing",
+                dangerous.mentions,
+                hard=False,
+            )
+        )
     license_check, spdx = detect_license(task.base_dir, declared_license, license_allowlist)
     checks.append(license_check)
     quality = statements.quality(statement, expected_patch)

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from tasks.builders import statements
 from tasks.builders.git_history import SkipReason
 from tasks.models import Task, TaskSuite
-from tasks.validation import DANGEROUS
+from tasks.safety import DANGEROUS
 from tests.conftest import client_for
 
 pytestmark = pytest.mark.django_db
