@@ -157,3 +157,21 @@ def test_a_build_stopped_while_building_keeps_what_it_built_and_resumes(
     assert len(builds.calls) == 2  # the other two tasks, built once each
     report = TaskSuite.objects.get(name="calc").build_report
     assert (report["candidates"], report["built"], report["already_built"]) == (5, 3, 1)
+
+
+def test_building_again_with_other_environment_options_builds_every_task_again(
+    history: dict[str, str],  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # How a broken environment is repaired: the same build with another --pytest, --test-env or
+    # --env. A resume that kept "already built" tasks would keep their broken environments.
+    build(history["repo"], "--max", "3")
+    builds = Counting(git_history.build_task, argument=1)
+    monkeypatch.setattr(git_history, "build_task", builds)
+    build(history["repo"], "--max", "3", "--env", "none")
+    rebuilt = len(builds.calls)
+    assert rebuilt == Task.objects.filter(suite__name="calc").count() > 0
+    assert TaskSuite.objects.get(name="calc").build_report["already_built"] == 0
+    build(history["repo"], "--max", "3", "--env", "none")  # the same options again: a resume
+    assert len(builds.calls) == rebuilt
+    assert TaskSuite.objects.get(name="calc").build_report["already_built"] == rebuilt

@@ -104,9 +104,28 @@ def validation_options(options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def built_before(suite: str | None, test_command: str) -> dict[str, str]:
-    """Task id -> base commit of the suite's tasks with this test command: what a re-run need not build again."""
-    rows = Task.objects.filter(suite__name=suite or DEFAULT_SUITE, test_command=test_command)
+def environment_options(options: dict[str, Any]) -> dict[str, Any]:
+    """What chooses a build's environments (kept in its report's options): part of the resume key."""
+    return {
+        "env": options.get("env", "auto"),
+        "pytest": options.get("pytest", ""),
+        "test_env": sorted(options.get("test_env", [])),
+    }
+
+
+def built_before(suite: str | None, options: dict[str, Any]) -> dict[str, str]:
+    """Task id -> base commit of the suite's tasks with this test command: what a re-run need not build again.
+
+    Nothing, when the suite's last build chose environments otherwise (another `--pytest`,
+    `--test-env` or `--env`): building again is how a broken environment is repaired, and every
+    task must then be built again with the new one.
+    """
+    name = suite or DEFAULT_SUITE
+    last = TaskSuite.objects.filter(name=name).values_list("build_report", flat=True).first() or {}
+    before = environment_options(last.get("options", {})) if isinstance(last, dict) else {}
+    if before and before != environment_options(options):
+        return {}
+    rows = Task.objects.filter(suite__name=name, test_command=options["test_command"])
     return dict(rows.values_list("task_id", "base_commit"))
 
 

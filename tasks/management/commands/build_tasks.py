@@ -18,6 +18,7 @@ from tasks.management.commands._building import (
     attach_environments,
     built_before,
     check_test_command,
+    environment_options,
     finish_build,
     import_as_built,
     keep_if_readable,
@@ -94,11 +95,12 @@ class Command(BaseCommand):
             "git_history",
             name,
             {k: options[k] for k in ("max", "max_files", "max_lines", "since", "until", "rev_range", "paths")}
-            | {"oldest_first": options["oldest_first"], "test_command": options["test_command"]},
+            | {"oldest_first": options["oldest_first"], "test_command": options["test_command"]}
+            | environment_options(options),
             candidates=len(found),
         )
         # A re-run (after an interruption, or with a larger --max) builds only what the suite lacks.
-        before = built_before(options["suite"], options["test_command"])
+        before = built_before(options["suite"], options)
         for candidate in tqdm(found, desc="building", unit="candidate", disable=quiet, file=self.stderr._out):
             task_id = git_history.task_id_for(name, candidate)
             if before.get(task_id) == candidate.parent:

@@ -16,6 +16,7 @@ from tasks.management.commands._building import (
     attach_environments,
     built_before,
     check_test_command,
+    environment_options,
     finish_build,
     keep_if_readable,
     repo_environment,
@@ -48,7 +49,7 @@ class Command(BaseCommand):
         report = BuildReport(
             "synthetic_mutation",
             name,
-            {k: options[k] for k in ("count", "seed", "combine", "test_command")},
+            {k: options[k] for k in ("count", "seed", "combine", "test_command")} | environment_options(options),
         )
         with (
             tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp,
@@ -74,7 +75,7 @@ class Command(BaseCommand):
                     report=report,
                     environment=environment,
                     # A re-run (after an interruption, or with a larger --count) tests only new mutants.
-                    existing=built_before(options["suite"], options["test_command"]),
+                    existing=built_before(options["suite"], options),
                 )
                 for task_dir in built:
                     keep_if_readable(task_dir, report, task_dir.name, "", options["suite"])
