@@ -12,7 +12,7 @@ plus the keys the section's `load` returned.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -62,13 +62,21 @@ def steps_query(steps: QuerySet[Step]) -> QuerySet[Step]:
     return steps
 
 
-def page_context(trajectory: Trajectory) -> dict[str, Any]:
-    """The sections' context for one trajectory, and `slots`: each slot's partials, in order."""
+def page_context(trajectory: Trajectory, slots: Iterable[Slot] = tuple(Slot)) -> dict[str, Any]:
+    """The sections' context for one trajectory, and `slots`: each slot's partials, in order.
+
+    Only the sections with a partial in one of `slots` are loaded: a chunk of steps loaded on
+    demand renders the step slot alone and need not pay for the outcome's queries.
+    """
+    wanted = set(slots)
     context: dict[str, Any] = {}
-    slots: dict[str, list[str]] = {slot.value: [] for slot in Slot}
+    partials: dict[str, list[str]] = {slot.value: [] for slot in Slot}
     for section in trajectory_sections():
+        if wanted.isdisjoint(section.templates):
+            continue
         if section.load is not None:
             context.update(section.load(trajectory))
         for slot, template in section.templates.items():
-            slots[slot.value].append(template)
-    return {**context, "slots": slots}
+            if slot in wanted:
+                partials[slot.value].append(template)
+    return {**context, "slots": partials}

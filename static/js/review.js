@@ -1,6 +1,7 @@
 // Keyboard-first review: j/k next/previous step, n/p next/previous trajectory,
 // g/G first/last step, e expands every long text and c puts them back, l labels the current step. Full texts of long
-// observations load on demand, always through textContent.
+// observations load on demand, always through textContent. Only a chunk of a long trajectory's steps is
+// loaded (trajectory.js): a step, or a timeline tick, beyond them opens the page from that step.
 (function () {
   "use strict";
   const review = document.getElementById("review");
@@ -19,6 +20,13 @@
   }
   // What each expanded text showed before, so `c` puts the page back as `e` found it.
   const heads = new Map();
+
+  // The first or last step of the trajectory: shown, or the page from it (its timeline tick's link).
+  function ends(index, tick, more) {
+    const link = document.querySelector(`.timeline a.tick:${tick}`);
+    if (link && list.querySelector(`li.steps-more[data-${more}]`)) location.href = link.href;
+    else focus(index);
+  }
 
   async function expand(button) {
     const li = button.closest("li.step");
@@ -58,8 +66,8 @@
     switch (event.key) {
       case "j": focus(current + 1); break;
       case "k": focus(current - 1); break;
-      case "g": focus(0); break;
-      case "G": focus(steps().length - 1); break;
+      case "g": ends(0, "first-child", "before"); break;
+      case "G": ends(steps().length - 1, "last-child", "after"); break;
       case "n": go(review.dataset.next); break;
       case "p": go(review.dataset.previous); break;
       case "e": expandAll(); break;
@@ -73,6 +81,19 @@
     }
     event.preventDefault();
   });
+  // A tick of a step already shown scrolls to it; one beyond opens the page from there.
+  document.addEventListener("click", (event) => {
+    const tick = event.target.closest(".timeline a.tick");
+    const index = tick ? steps().findIndex((li) => `#${li.id}` === new URL(tick.href).hash) : -1;
+    if (index >= 0) {
+      event.preventDefault();
+      focus(index);
+    }
+  });
   const fromHash = steps().findIndex((li) => `#${li.id}` === location.hash);
+  const wanted = /^#step-(\d+)$/.exec(location.hash);
   if (fromHash >= 0) focus(fromHash);
+  else if (wanted && new URLSearchParams(location.search).get("from") !== wanted[1]) {
+    location.replace(`?from=${wanted[1]}${location.hash}`);  // a link to a step not in the first chunk
+  }
 })();

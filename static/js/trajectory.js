@@ -3,13 +3,28 @@
 // events add steps. A step number already shown is never added twice. Steps belong to an
 // attempt: when a worker takes the rollout over (the last one stopped beating), its steps
 // replace what is shown, and a late event of the older attempt is dropped.
+//
+// A long trajectory is shown a chunk at a time: the server renders the first screenful, and an
+// item at either end of the list (li.steps-more) says where the next chunk starts. The later one
+// loads as it nears the viewport, the earlier one when clicked (loading above the reader would
+// move what they are reading). Chunks are rendered by the server with the page's own template,
+// so agent text loaded on demand is escaped exactly as the first screenful is. Live steps are
+// added only once the list reaches the trajectory's end; until then the later item fetches them.
 (function () {
   "use strict";
   const list = document.getElementById("steps");
   if (!list || !window.CrucibleLive) return;
-  const shown = new Set(Array.from(list.querySelectorAll("li.step")).map((li) => Number(li.id.replace("step-", ""))));
   const status = document.getElementById("trajectory-status");
   let attempt = Number(list.dataset.attempt || 0);
+  let generation = 0;  // bumped when the shown steps are dropped: a chunk asked for before is stale
+
+  function lastShown() {
+    const items = list.querySelectorAll("li.step");
+    return items.length ? Number(items[items.length - 1].id.slice(5)) : 0;
+  }
+  function laterItem() {
+    return list.querySelector("li.steps-more[data-after]");
+  }
 
   // True when the event's attempt is the one shown (after starting over for a newer one).
   function current(eventAttempt) {
@@ -17,11 +32,57 @@
     if (eventAttempt < attempt) return false;
     if (eventAttempt > attempt) {
       attempt = eventAttempt;
-      list.querySelectorAll("li.step").forEach((li) => li.remove());
-      shown.clear();
+      generation += 1;
+      list.querySelectorAll("li.step, li.steps-more").forEach((li) => li.remove());
     }
     return true;
   }
+
+  const observer = "IntersectionObserver" in window
+    ? new IntersectionObserver((entries) => {
+      for (const entry of entries) if (entry.isIntersecting) loadChunk(entry.target);
+    }, { rootMargin: "0px 0px 1500px 0px" })  // ahead of the reader, so scrolling seldom waits
+    : null;
+  function watch(item) {
+    if (observer && item.dataset.after !== undefined) observer.observe(item);
+  }
+  const loading = new Set();
+  async function loadChunk(item) {
+    if (loading.has(item) || !item.isConnected) return;
+    loading.add(item);
+    const asked = generation;
+    const where = item.dataset.after !== undefined ? `after=${item.dataset.after}` : `before=${item.dataset.before}`;
+    let chunk = null;
+    try {
+      const response = await fetch(`${list.dataset.chunks}?${where}`, { credentials: "same-origin", cache: "no-store" });
+      if (response.ok) chunk = new DOMParser().parseFromString(await response.text(), "text/html").querySelector("ol.steps");
+    } catch (e) {
+      // offline: the item stays, and loads when it comes into view or is clicked again
+    }
+    loading.delete(item);
+    if (!chunk || asked !== generation || !item.isConnected) return;
+    const chunkAttempt = Number(chunk.dataset.attempt);
+    if (chunkAttempt !== attempt) {
+      if (current(chunkAttempt)) catchUp();  // a newer attempt: its steps replace these
+      return;
+    }
+    if (observer) observer.unobserve(item);
+    const nodes = Array.from(chunk.children, (node) => document.importNode(node, true));
+    item.replaceWith(...nodes);
+    for (const node of nodes) {
+      if (window.htmx) window.htmx.process(node);
+      if (node.matches("li.steps-more")) watch(node);
+    }
+    if (item.dataset.after !== undefined && !laterItem()) catchUp();  // the end: steps recorded since
+  }
+  list.querySelectorAll("li.steps-more").forEach(watch);
+  list.addEventListener("click", (event) => {
+    const item = event.target.closest("li.steps-more");
+    if (item && event.target.closest("a")) {
+      event.preventDefault();
+      loadChunk(item);
+    }
+  });
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -33,8 +94,7 @@
     return typeof value === "string" ? value : JSON.stringify(value, null, 2);
   }
   function add(step) {
-    if (shown.has(step.step)) return;
-    shown.add(step.step);
+    if (document.getElementById(`step-${step.step}`)) return;
     const empty = document.getElementById("no-steps");
     if (empty) empty.remove();
     const li = el("li", "step");
@@ -59,17 +119,21 @@
     list.insertBefore(li, after || null);
   }
   async function catchUp() {
-    const last = shown.size ? Math.max(...shown) : 0;
+    // While later steps are still to come from their item, only the header is wanted here.
+    const later = laterItem();
+    const where = later ? `after=${later.dataset.after}&limit=1` : `after=${lastShown()}`;
+    const asked = generation;
     let body;
     try {
-      const response = await fetch(`${list.dataset.api}?after=${last}`, { credentials: "same-origin", cache: "no-store" });
+      const response = await fetch(`${list.dataset.api}?${where}`, { credentials: "same-origin", cache: "no-store" });
       if (!response.ok) return;
       body = await response.json();
     } catch (e) {
       return;  // offline: the next reconnect asks again
     }
     if (!current(body.attempt)) return;
-    body.steps.forEach(add);
+    if (asked !== generation) return catchUp();  // a newer attempt dropped what was asked after
+    if (!later) body.steps.forEach(add);
     if (status && body.status) status.textContent = body.status;
     // The header and provenance too: a reconnect, a return to the tab, or the rollout's end
     // (its provenance is written then) must not leave "Steps 0" or "–" behind.
@@ -161,8 +225,9 @@
       if (current(event.attempt)) catchUp();
     } else if (event.kind === "steps") {
       if (!current(event.attempt)) return;
-      event.steps.forEach(add);
-      if (shown.size) headerText("trajectory-steps", Math.max(...shown));
+      if (!laterItem()) event.steps.forEach(add);
+      const top = Math.max(lastShown(), ...event.steps.map((step) => step.step));
+      if (top) headerText("trajectory-steps", top);
     } else if (event.kind === "finished") {
       if (status) status.textContent = event.status;
       catchUp();

@@ -11,6 +11,7 @@ from django.urls import reverse
 from annotation.models import ReviewMark, StepLabel
 from tests.conftest import client_for
 from tests.factories import StepFactory, TrajectoryFactory, UserFactory
+from trajectories.queries import STEP_CHUNK, STEP_MORE
 
 pytestmark = pytest.mark.django_db
 HOSTILE = '<img src=x onerror="alert(1)">'
@@ -61,7 +62,14 @@ def test_labels_do_not_cost_a_query_per_step(reviewer_client: Client) -> None:
         )
     with CaptureQueriesContext(connection) as queries:
         html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
-    assert html.count("good step —") == 40 and len(queries) <= 15
+    assert html.count("good step —") == STEP_CHUNK and len(queries) <= 15
+    # The chunks loaded as the reader scrolls: a full one costs the queries of a one-step one.
+    chunks = f"/trajectories/{trajectory.trajectory_id}/steps/"
+    with CaptureQueriesContext(connection) as one:
+        assert reviewer_client.get(f"{chunks}?after=39").content.decode().count("good step —") == 1
+    with CaptureQueriesContext(connection) as full:
+        assert reviewer_client.get(f"{chunks}?after=0").content.decode().count("good step —") == min(STEP_MORE, 40)
+    assert len(full) == len(one) <= 15
 
 
 def test_the_trajectory_page_offers_every_label_and_posts_to_the_annotation_app(reviewer_client: Client) -> None:

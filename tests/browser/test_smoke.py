@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -47,7 +48,8 @@ def test_a_reviewer_logs_in_opens_the_demo_suite_and_reads_a_trajectory(
     page.goto(f"{live_server.url}/trajectories/")
     page.click(f"a:has-text('{str(trajectory.trajectory_id)[:8]}')")
     page.wait_for_selector("ol.steps")
-    assert page.locator("li.step").count() == trajectory.step_count
+    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight)")  # the rest loads when near
+    page.wait_for_function("n => document.querySelectorAll('li.step').length === n", arg=trajectory.step_count)
     first = trajectory.steps.order_by("step").first()
     assert first is not None
     assert first.action_type in page.locator("li.step").first.inner_text()
@@ -77,14 +79,17 @@ def test_a_reviewer_moves_through_steps_and_trajectories_from_the_keyboard(
     assert page.get_attribute("li.step.current", "id") == "step-2"
     page.keyboard.press("k")
     assert page.get_attribute("li.step.current", "id") == "step-1"
+    # G goes to the last step: not loaded yet (only the first screenful is), so the page opens there.
     page.keyboard.press("G")
-    assert page.get_attribute("li.step.current", "id") == "step-50"  # the last one on this page
-    page.click("#step-50 button.more")
+    page.wait_for_url(re.compile(r"\?from=60#step-60$"))
+    assert page.get_attribute("li.step.current", "id") == "step-60"
+    page.click("#step-60 button.more")
     page.wait_for_function(
-        "document.querySelector('#step-50 pre[data-full=observation]').textContent.endsWith('END-50')"
+        "document.querySelector('#step-60 pre[data-full=observation]').textContent.endsWith('END-60')"
     )
     # Label the first step from the keyboard: g, l, then type into the form (htmx swaps it in).
     page.keyboard.press("g")
+    page.wait_for_url(re.compile(r"\?from=1#step-1$"))
     page.keyboard.press("l")
     assert page.evaluate("document.activeElement.closest('li.step').id") == "step-1"
     page.select_option("#step-1 .label-form select", "mistake")

@@ -9,6 +9,7 @@ from django.test.utils import CaptureQueriesContext
 
 from tests.factories import StepFactory, TrajectoryFactory
 from trajectories.models import Step, Trajectory
+from trajectories.queries import STEP_CHUNK
 
 pytestmark = pytest.mark.django_db
 
@@ -31,18 +32,26 @@ def long_trajectory(steps: int = 120, observation: int = 5000) -> Trajectory:
     return trajectory
 
 
-def test_a_long_trajectory_is_paged_with_a_timeline_and_short_heads(reviewer_client: Client) -> None:
+def test_a_long_trajectory_shows_a_first_chunk_of_short_heads_and_a_tick_for_every_step(
+    reviewer_client: Client,
+) -> None:
     trajectory = long_trajectory()
     with CaptureQueriesContext(connection) as queries:
         html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
     assert 3 <= len(queries) <= 15, [q["sql"][:80] for q in queries]
-    assert html.count('class="step"') == 50 and html.count('class="tick action-run_command"') == 120
-    assert "page 1 of 3" in html
+    assert html.count('class="step"') == STEP_CHUNK and html.count('class="tick action-run_command"') == 120
+    assert f'data-after="{STEP_CHUNK}"' in html and "data-before" not in html  # the rest loads on demand
+    assert 'href="?from=120#step-120"' in html  # a tick opens the page at its step
     assert "END-1<" not in html and "Show all 5017 characters" in html  # 12 + 5000 + 5
     assert "&lt;b&gt;out 1&lt;/b&gt;" in html  # heads are escaped like everything else
-    last = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/?page=3").content.decode()
-    assert last.count('class="step"') == 20 and 'id="step-120"' in last
-    assert reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/?page=x").status_code == 200
+    last = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/?from=115").content.decode()
+    assert last.count('class="step"') == 6 and 'id="step-115"' in last and 'id="step-120"' in last
+    assert 'data-before="115"' in last and "data-after" not in last
+    beyond = reviewer_client.get(
+        f"/trajectories/{trajectory.trajectory_id}/?from=99999999999999999999"
+    ).content.decode()
+    assert beyond.count('class="step"') == 1 and 'id="step-120"' in beyond  # past the end: the last step
+    assert reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/?from=x").status_code == 200
 
 
 def test_one_steps_full_text_comes_from_the_api(reviewer_client: Client) -> None:
@@ -75,7 +84,11 @@ def test_the_page_shows_per_test_results_step_rewards_and_flags_at_their_step(
     assert 'id="test-results"' in html and reward.spec_version in html
     first_test = next(iter(reward.breakdown["tests"]))
     assert first_test in html
-    step_html = html.split(f'id="step-{flagged["step"]}"')[1].split('class="step"')[0]
+    # The flagged step is past the first screenful: the chunk that loads it shows the flag there.
+    chunk = reviewer_client.get(
+        f"/trajectories/{trajectory.trajectory_id}/steps/?after={flagged['step'] - 1}"
+    ).content.decode()
+    step_html = chunk.split(f'id="step-{flagged["step"]}"')[1].split('class="step"')[0]
     assert "repeated_final_test_runs" in step_html
     assert "repeated_command -0.1" in html  # a step's reward breakdown
 
