@@ -7,6 +7,7 @@ Interface (stable; the rules behind it grow):
 - `redact_text(text, where)` -> `(clean_text, findings)`
 - `redact_record(record, where)` -> `(clean_record, findings)`, walking every string in a
   JSON-like value; `where` names the field path prefix ("trajectory.steps[3].observation").
+- `redactor.scope(strings)` -> a `Scope` with the same `redact`, for strings scanned together.
 - `redact_patch(diff, where)`: a unified diff keeps its context and removed lines (they are
   copies of the repository the task runs on, and a changed one no longer applies); only what
   the patch adds is redacted, what the others hold is reported as found.
@@ -14,13 +15,16 @@ A `Finding` names the rule, where it was and a short fingerprint of the match, n
 matched text itself: the audit log must not become the place secrets are kept.
 
 How it works: the rules are alternatives of one compiled pattern, so a string is scanned once
-whatever the number of rules; a rule whose trigger literals (`AKIA`, `://`, `.internal`) are
-absent from the string is left out of that pattern (compiled once per combination and kept).
-A match is replaced by `[REDACTED:<rule>]`; for rules that match a secret with its label
-(`aws_secret_access_key = ...`, `Bearer ...`, `user:password@host`) only the secret is
-replaced, so the text still reads. A placeholder is itself an alternative and is left alone,
-and a string with findings is scanned again until nothing more is found: redacting twice
-changes nothing. Measured by `python -m bench.redaction`.
+whatever the number of rules. Before that, each rule's trigger literals (`AKIA`, `://`,
+`.internal`) are looked for: a rule whose triggers are absent is left out of the pattern
+(compiled once per combination and kept), and a string holding no trigger at all, most of
+what agents print, is not scanned. A `Scope` looks for the triggers once in many strings
+joined (a whole record's): a string then checks only the rules that can fire somewhere in them,
+none when nothing can. A match is replaced by `[REDACTED:<rule>]`; for rules that match a
+secret with its label (`aws_secret_access_key = ...`, `Bearer ...`, `user:password@host`) only
+the secret is replaced, so the text still reads. A placeholder is itself an alternative and is
+left alone, and a string with findings is scanned again until nothing more is found: redacting
+twice changes nothing. Measured by `python -m bench.redaction`.
 
 Known over-redaction, accepted: Python's `a@b.cc` without spaces reads as an address, and a
 file or module name ending in an internal suffix (`deploy.local`) as a host; imports
@@ -36,44 +40,61 @@ What is deliberately kept (documentation placeholders, not secrets):
 Configuration (the Django side calls `configure` once at start-up, from settings):
 host-name suffixes counted as internal, and extra patterns read from a file, one per line as
 `name = regex` (`#` starts a comment). A pattern may use numbered groups and scoped flags
-(`(?i:...)`), not named groups or global flags.
+(`(?i:...)`), not named groups or global flags. The rules themselves are in
+core/redaction_rules.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from core.redaction_rules import (
+    BUILTIN_RULES,
+    DEFAULT_HOST_SUFFIXES,
+    EXAMPLE_DOMAIN_RE,
+    EXAMPLE_SECRETS,
+    PLACEHOLDER_RE,
+    VARIABLE_SECRET_RE,
+    RedactionConfigError,
+    Rule,
+    check_extra,
+    host_rule,
+    load_patterns,
+)
 
 __all__ = [
     "BUILTIN_RULES",
     "DEFAULT_HOST_SUFFIXES",
+    "EXAMPLE_DOMAIN_RE",
+    "VARIABLE_SECRET_RE",
     "Finding",
     "RedactionConfigError",
     "Redactor",
     "Rule",
+    "Scope",
     "configure",
+    "default",
     "load_patterns",
     "placeholder",
     "redact_patch",
     "redact_record",
     "redact_text",
     "rules_version",
+    "strings",
 ]
 
-DEFAULT_HOST_SUFFIXES = ("internal", "corp", "local", "lan", "intranet", "home.arpa")
-PLACEHOLDER_RE = r"\[REDACTED:[a-z0-9_]{1,40}\]"
 # Bump when the code around the patterns changes what is redacted (kept examples, passes).
 MODULE_RULES_REVISION = 1
 MAX_PASSES = 8  # far more than real text needs (one; two when secrets touch)
-RULE_NAME_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
-# Documented example credentials and domains: see the module docstring for why they stay.
-EXAMPLE_SECRETS = frozenset({"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"})
-EXAMPLE_DOMAIN_RE = re.compile(r"(?:^|\.)(?:example\.(?:com|net|org)|example|test|invalid|localhost)$", re.IGNORECASE)
-VARIABLE_SECRET_RE = re.compile(r"^(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|\{[A-Za-z_][A-Za-z0-9_]*\}|\*+|<[^>]*>)$")
+# Strings a Scope joins are kept apart by a character no trigger holds, and no word character
+# (a trigger_re refusing one at a string's end refuses nothing more): every trigger of a string
+# is found in the joined text, and a false one (two strings' ends together) costs one check.
+SCOPE_SEPARATOR = "\x00"
 
 
 @dataclass(frozen=True)
@@ -81,10 +102,6 @@ class Finding:
     rule: str  # e.g. "aws_access_key", "private_key_block", "internal_host", "email"
     where: str  # field path, e.g. "task.statement" or "trajectory.steps[2].observation"
     fingerprint: str  # first 12 hex of sha256 of the match: lets two findings be matched up
-
-
-class RedactionConfigError(ValueError):
-    """A configured pattern that cannot be used; the message names the line."""
 
 
 def placeholder(rule: str) -> str:
@@ -95,158 +112,21 @@ def fingerprint(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
-@dataclass(frozen=True)
-class Rule:
-    """One kind of secret: its pattern and the literals without which it cannot match.
-
-    A group named `v` in the pattern is the secret itself (only it is replaced, so a label
-    such as `aws_secret_access_key =` or `Bearer` stays and the text still reads); without
-    one, the whole match is. A group named `host` is what `_kept` looks at. Triggers are
-    literals, one of which every match contains (`lower` ones are looked for in the
-    lowercased text): a string holding none of a rule's triggers is scanned without it,
-    which is what keeps the scan near the speed of one regex instead of twenty.
-    """
-
-    name: str
-    pattern: str
-    triggers: tuple[str, ...] = ()
-    lower: tuple[str, ...] = ()
-    word_start: bool = True  # a match can only begin where a word begins
-    # A first character every match starts with, kept outside the rule's group: when every
-    # active rule has one, the regex engine skips ahead to those characters in C instead of
-    # trying each position (4x faster on code with emails and URLs about).
-    lead: str = ""
-    trigger_re: str = ""  # a cheap pattern to search for instead of literals
+# How the scan finds out whether a rule can fire in a string: (rule index, its one literal, a
+# search for its literals or its trigger_re, its lowercase literals); none of these is a rule
+# that is always scanned.
+Check = tuple[int, str, Callable[[str], object] | None, tuple[str, ...]]
 
 
-_BASE64_LINE = r"[A-Za-z0-9+/=]{1,120}"
-_OCTET = r"(?:25[0-5]|2[0-4]\d|1?\d?\d)"
-# Order matters where two rules could start at the same place: the first alternative wins,
-# so longer, more specific shapes come first. Rules that only recognise a secret by its label
-# look for the label, since 40 base64 characters alone could be anything.
-BUILTIN_RULES: tuple[Rule, ...] = (
-    Rule(
-        "private_key_block",
-        # An unterminated block (a truncated observation) still loses its body: the header
-        # lines and base64 lines that follow, up to the first line that is neither.
-        r"----BEGIN[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
-        # The body stops at another BEGIN: a run of headers without ends costs linear time.
-        r"(?:(?:(?!-----BEGIN)[\s\S]){0,20000}?-----END[A-Z0-9 ]{0,40} PRIVATE KEY(?: BLOCK)?-----"
-        rf"|(?:\r?\n(?:{_BASE64_LINE}|[A-Za-z-]{{1,40}}: [^\r\n]{{0,200}})?)*)",
-        triggers=("PRIVATE KEY",),
-        lead="-",
-    ),
-    Rule(
-        "url_password",
-        # From "://" on: the scheme says nothing about the password, and starting at a literal
-        # is what keeps this rule cheap where no URL is.
-        r"//[^\s:/?#@\"'<>\[\]]{1,256}:(?P<v>[^\s/?#@\"'<>]{1,256})@(?P<host>[A-Za-z0-9.-]{1,253})",
-        triggers=("://",),
-        lead=":",
-    ),
-    Rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", triggers=("eyJ",)),
-    Rule(
-        "aws_access_key",
-        # No boundaries: a key glued to a name (AWS_KEY_AKIA..., 0AKIA...) is still a key, and
-        # twenty capitals and digits starting so are hardly ever anything else.
-        r"(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}",
-        triggers=("AKIA", "ASIA", "ABIA", "ACCA", "A3T"),
-        lead="A",
-    ),
-    Rule(
-        "aws_secret_key",
-        r"(?i:aws_?secret(?:_?access)?_?key|secret_?access_?key)[\"']?\s{0,5}[:=]\s{0,5}[\"']?"
-        r"(?P<v>[A-Za-z0-9/+=]{16,200})(?![A-Za-z0-9/+=])",  # labelled: any length is a secret
-        lower=("secret",),
-        word_start=False,  # MY_AWS_SECRET_ACCESS_KEY= labels a secret just as well
-    ),
-    Rule(
-        "github_token",
-        r"(?:h[pousr]_[A-Za-z0-9]{36,255}|ithub_pat_[A-Za-z0-9_]{22,255})",
-        triggers=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
-        lead="g",  # the prefix is distinctive enough to find glued to anything
-    ),
-    Rule("slack_token", r"ox[abposr]-[A-Za-z0-9-]{10,250}", triggers=("xox",), lead="x"),
-    Rule(
-        "slack_token",
-        r"ttps://hooks\.slack\.com/services/[A-Za-z0-9/_-]{20,200}",
-        triggers=("hooks.slack.com",),
-        lead="h",
-    ),
-    Rule("openai_key", r"\bsk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{20,250}", triggers=("sk-",)),
-    Rule("crucible_token", r"\bcrc_[A-Za-z0-9_-]{30,60}", triggers=("crc_",)),
-    Rule("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,60}", triggers=("glpat-",)),
-    Rule("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}", triggers=("AIza",)),
-    Rule(
-        "bearer_token",
-        r"(?:(?i:\bbearer)|(?i:\bauthorization)[\"']?\s{0,5}[:=]\s{0,5}[\"']?(?:Basic|Token|token|basic))"
-        r"\s{1,5}(?P<v>[A-Za-z0-9._~+/-]{16,2000}=*)(?![A-Za-z0-9._~+/=-])",
-        lower=("bearer", "authorization"),
-    ),
-    Rule(
-        "email",
-        # From the "@" on: the local part is found by looking back from it (Redactor._email).
-        # Scanning every word of code for a following "@" cost more than all other rules.
-        r"(?<=[A-Za-z0-9._%+-]@)(?P<host>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24})\b",
-        triggers=("@",),
-        lead="@",
-    ),
-    Rule(
-        "private_ip",
-        rf"(?<![\w.])(?:10(?:\.{_OCTET}){{3}}|172\.(?:1[6-9]|2\d|3[01])(?:\.{_OCTET}){{2}}|192\.168(?:\.{_OCTET}){{2}})"
-        r"(?!\w|\.\d)",
-        triggers=("10.", "172.", "192.168."),
-    ),
-)
-
-
-def _host_rule(suffixes: Iterable[str]) -> Rule:
-    # Longest first (a regex takes the first alternative that fits), then by name: the same
-    # pattern, and so the same rules version, in every process whatever its hash seed.
-    names = sorted({s.strip(".").lower() for s in suffixes}, key=lambda name: (-len(name), name))
-    alternatives = "|".join(re.escape(n) for n in names)
-    # Not followed by "(" or a word character: `threading.local()` and `self.local_x` are code.
-    # Not preceded by "." or a word: the whole dotted name is the host, not its tail.
-    return Rule(
-        "internal_host",
-        # Python says `from pkg.local import x` and `Backend.LOCAL`: a module path is no host,
-        # and a host's suffix is written in lower case.
-        r"(?<![\w.-])(?<!import )(?!(?:self|cls|this|threading|os|sys)\.)"
-        rf"(?i:(?:[a-z0-9_](?:[a-z0-9_-]{{0,61}}[a-z0-9])?\.)+)(?:{alternatives})(?![\w(-]|\.\w)"
-        # `from pkg.local import x` names a module; "connect from db1.prod.corp." names a host.
-        r"(?![ \t]+import\b)",
-        # ".lan" is in every ".language": ask for the suffix as a whole word.
-        trigger_re=rf"\.(?:{alternatives})(?![\w(-])",
-    )
-
-
-def load_patterns(path: Path) -> list[tuple[str, str]]:
-    """Extra rules from a file of `name = regex` lines; a bad line is a one-line error."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RedactionConfigError(f"redaction patterns {path}: cannot read ({exc.strerror})") from None
-    rules: list[tuple[str, str]] = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        name, sep, pattern = line.partition("=")
-        name, pattern = name.strip(), pattern.strip()
-        if not sep or not RULE_NAME_RE.match(name) or not pattern:
-            raise RedactionConfigError(f"redaction patterns {path}:{lineno}: expected `name = regex` (name: a-z0-9_)")
-        rules.append((name, pattern))
-    return rules
-
-
-def _check_extra(name: str, pattern: str) -> None:
-    if "(?P<" in pattern:
-        raise RedactionConfigError(f"redaction pattern {name!r}: named groups are not allowed (use plain groups)")
-    try:
-        compiled = re.compile(f"(?:{pattern})")
-    except re.error as exc:
-        raise RedactionConfigError(f"redaction pattern {name!r}: {exc} (flags must be scoped: (?i:...))") from None
-    if compiled.fullmatch(""):
-        raise RedactionConfigError(f"redaction pattern {name!r} matches the empty string")
+def _check(index: int, rule: Rule) -> Check:
+    if rule.trigger_re:
+        return index, "", re.compile(rule.trigger_re).search, ()
+    if len(rule.triggers) == 1:
+        return index, rule.triggers[0], None, rule.lower
+    # One search for several literals: when they share a first character (AKIA, ASIA, ...) the
+    # regex engine skips to it in C, one pass where `in` would make one per literal.
+    search = re.compile("|".join(map(re.escape, rule.triggers))).search if rule.triggers else None
+    return index, "", search, rule.lower
 
 
 class Redactor:
@@ -260,9 +140,9 @@ class Redactor:
         rules = list(BUILTIN_RULES)
         suffixes = [s for s in host_suffixes if s.strip(".")]
         if suffixes:
-            rules.append(_host_rule(suffixes))
+            rules.append(host_rule(suffixes))
         for name, pattern in extra:
-            _check_extra(name, pattern)
+            check_extra(name, pattern)
             rules.append(Rule(name, f"(?:{pattern})", word_start=False))
         self.rules = tuple(rules)
         self.rule_names = tuple(rule.name for rule in rules)
@@ -279,29 +159,40 @@ class Redactor:
             pattern = rule.pattern.replace("(?P<v>", f"(?P<{group}_v>").replace("(?P<host>", f"(?P<{group}_host>")
             self._parts.append(f"{re.escape(rule.lead)}(?P<{group}>{pattern})")
             self._groups[group] = (rule.name, value, host)
+        self._email_groups = frozenset(g for g, (name, _, _) in self._groups.items() if name == "email")
+        self._checks = tuple(_check(index, rule) for index, rule in enumerate(rules))
         self._compiled: dict[tuple[int, ...], re.Pattern[str]] = {}
-        self._trigger_res = {i: re.compile(rule.trigger_re) for i, rule in enumerate(rules) if rule.trigger_re}
         self._pattern(tuple(range(len(rules))))  # every rule at once: a bad combination fails here
 
-    def _active(self, text: str) -> tuple[int, ...]:
-        lowered: str | None = None
+    def _active(self, text: str, among: tuple[int, ...] | None = None) -> tuple[int, ...]:
+        """The rules whose triggers `text` holds, of all or of `among` (a Scope's), in rule order."""
+        checks = self._checks if among is None else [self._checks[i] for i in among]
         active: list[int] = []
-        for index, rule in enumerate(self.rules):
-            trigger = self._trigger_res.get(index)
-            if trigger is not None:
-                if trigger.search(text):
+        lowered: str | None = None
+        for index, literal, search, lower in checks:
+            if literal:
+                if literal in text:
                     active.append(index)
-            elif rule.lead or (not rule.triggers and not rule.lower):
-                # A led rule costs a C-level skip to its first character: looking for its
-                # triggers first would cost more than it saves.
-                active.append(index)
-            elif any(t in text for t in rule.triggers):
-                active.append(index)
-            elif rule.lower:
-                lowered = text.lower() if lowered is None else lowered
-                if any(t in lowered for t in rule.lower):
+                    continue
+            elif search is not None:
+                if search(text):
                     active.append(index)
+                    continue
+            elif not lower:
+                active.append(index)
+                continue
+            if lower:
+                if lowered is None:
+                    lowered = text.lower()
+                for word in lower:
+                    if word in lowered:
+                        active.append(index)
+                        break
         return tuple(active)
+
+    def scope(self, texts: Iterable[str], among: tuple[int, ...] | None = None) -> Scope:
+        """The rules (of all, or of `among`) that can fire anywhere in `texts`, found in one scan of them joined."""
+        return Scope(self, self._active(SCOPE_SEPARATOR.join(texts), among))
 
     def _pattern(self, active: tuple[int, ...]) -> re.Pattern[str]:
         compiled = self._compiled.get(active)
@@ -321,30 +212,36 @@ class Redactor:
         return compiled
 
     def redact(self, text: str, where: str) -> tuple[str, list[Finding]]:
+        active = self._active(text) if text else ()
+        return self.redact_with(text, where, active) if active else (text, [])
+
+    def redact_with(self, text: str, where: str, active: tuple[int, ...]) -> tuple[str, list[Finding]]:
+        """`redact`, given the rules whose triggers `text` holds (`_active(text)`)."""
         findings: list[Finding] = []
-        if not text:
-            return text, findings
         # A replacement changes what borders it (`a@b.cc` + key + `[` now ends an address), so
         # a text with findings is scanned again until a pass finds nothing: that is what makes
         # redacting twice a no-op. Each pass turns secret text into placeholders, so it ends.
         for _ in range(MAX_PASSES):
             before = len(findings)
-            text = self._sub(text, where, findings)
+            text = self._sub(text, where, findings, active)
             if len(findings) == before:
                 break
+            active = self._active(text)
         return text, findings
 
-    def _sub(self, text: str, where: str, findings: list[Finding]) -> str:
-        active = self._active(text)
+    def _sub(self, text: str, where: str, findings: list[Finding], active: tuple[int, ...] | None = None) -> str:
+        if active is None:
+            active = self._active(text)
         if not active:
             return text
         out: list[str] = []
         last = 0
         for match in self._pattern(active).finditer(text):
             start = match.start()
-            if match.lastgroup is not None and self._groups.get(match.lastgroup, ("",))[0] == "email":
-                out.append(text[last : _local_start(text, start, last)])
-                out.append(self._email(text[_local_start(text, start, last) : match.end()], where, findings))
+            if match.lastgroup in self._email_groups:
+                local = _local_start(text, start, last)
+                out.append(text[last:local])
+                out.append(self._email(text[local : match.end()], where, findings))
             else:
                 out.append(text[last:start])
                 out.append(self._replace(match, where, findings))
@@ -386,6 +283,38 @@ class Redactor:
         return self._sub(before, where, findings) + placeholder(name) + self._sub(after, where, findings)
 
 
+class Scope:
+    """A redactor's rules narrowed to those that can fire somewhere in a set of strings.
+
+    `redact` gives exactly what the redactor gives for any of those strings or a line of one
+    (a trigger a string holds is in them all joined); it only skips the checks, and for most
+    records the scans, of rules that cannot fire.
+    """
+
+    __slots__ = ("among", "redactor")
+
+    def __init__(self, redactor: Redactor, among: tuple[int, ...]) -> None:
+        self.redactor = redactor
+        self.among = among
+
+    def __bool__(self) -> bool:
+        return bool(self.among)
+
+    def narrow(self, texts: Iterable[str]) -> Scope:
+        """This scope's rules that can fire in some of `texts` (a part of what it was made from)."""
+        return self.redactor.scope(texts, self.among) if self.among else self
+
+    def redact(self, text: str, where: str) -> tuple[str, list[Finding]]:
+        active = self.redactor._active(text, self.among) if self.among and text else ()
+        return self.redactor.redact_with(text, where, active) if active else (text, [])
+
+
+class Redacts(Protocol):
+    """A Redactor or a Scope: what redact_text, redact_record and redact_patch take."""
+
+    def redact(self, text: str, where: str) -> tuple[str, list[Finding]]: ...
+
+
 _LOCAL = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+-")
 _LOCAL_FIRST = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
@@ -425,22 +354,27 @@ def configure(host_suffixes: Iterable[str] | None = None, patterns_file: Path | 
     return _default
 
 
+def default() -> Redactor:
+    """The redactor in force (see configure)."""
+    return _default
+
+
 def rules_version() -> str:
     """The version of the rules in force (see Redactor.version)."""
     return _default.version
 
 
-def redact_text(text: str, where: str, *, redactor: Redactor | None = None) -> tuple[str, list[Finding]]:
-    return (redactor or _default).redact(text, where)
+def redact_text(text: str, where: str, *, redactor: Redacts | None = None) -> tuple[str, list[Finding]]:
+    return (_default if redactor is None else redactor).redact(text, where)
 
 
-def redact_patch(diff: str, where: str, *, redactor: Redactor | None = None) -> tuple[str, list[Finding]]:
+def redact_patch(diff: str, where: str, *, redactor: Redacts | None = None) -> tuple[str, list[Finding]]:
     """Redact what a unified diff adds; report, but keep, what its other lines hold.
 
     Context and removed lines must match the repository the patch applies to, so changing
     them breaks the patch; they are copies of that repository, which is stored as it came.
     """
-    active = redactor or _default
+    active = _default if redactor is None else redactor
     out: list[str] = []
     findings: list[Finding] = []
     # Lines as patch tools see them: split on "\n" only (splitlines would also cut at a form
@@ -458,7 +392,7 @@ def redact_patch(diff: str, where: str, *, redactor: Redactor | None = None) -> 
     return "\n".join(out), findings
 
 
-def redact_record(record: Any, where: str, *, redactor: Redactor | None = None) -> tuple[Any, list[Finding]]:
+def redact_record(record: Any, where: str, *, redactor: Redacts | None = None) -> tuple[Any, list[Finding]]:
     if isinstance(record, str):
         return redact_text(record, where, redactor=redactor)
     if isinstance(record, dict):
@@ -477,3 +411,15 @@ def redact_record(record: Any, where: str, *, redactor: Redactor | None = None) 
             findings.extend(found)
         return out_list, findings
     return record, []
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string `redact_record` would redact in a JSON-like value (not the keys)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
