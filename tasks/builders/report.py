@@ -41,6 +41,7 @@ class BuildReportJSON(TypedDict):
     validation: dict[str, str]  # task id -> status
     invalid_by_reason: dict[str, int]
     environments: list[str]  # one line per environment the built tasks use: built, reused, or why not
+    gate: dict[str, Any]  # the repository gate's report (tasks.gate), {} when none ran
 
 
 @dataclass
@@ -56,6 +57,7 @@ class BuildReport:
     validation: dict[str, str] = field(default_factory=dict)
     invalid_reasons: Counter[str] = field(default_factory=Counter)
     environments: list[str] = field(default_factory=list)
+    gate: dict[str, Any] = field(default_factory=dict)
 
     def skip(self, candidate: str, subject: str, reason: str, detail: str = "") -> None:
         self.skipped.append(
@@ -92,4 +94,5 @@ class BuildReport:
             validation=self.validation,
             invalid_by_reason=dict(self.invalid_reasons.most_common()),
             environments=self.environments,
+            gate=self.gate,
         )

@@ -24,7 +24,7 @@ from sandbox import Sandbox
 from sandbox.backends.docker import DockerBackend
 from sandbox.environments import ROOT_ENV, EnvBuildError, EnvSpec, ensure_environment, pip_install_argv
 from tasks.builders.environment import LAST_PYTEST_WITH_PY_PATH, detect_environment, runner_pytest
-from tasks.models import Task, TaskEnvironment
+from tasks.models import Task, TaskEnvironment, TaskSuite
 from tasks.services import import_task_dirs, task_spec_for, validation_inputs
 from tasks.spec import run_task_tests
 from tasks.taskdir import TaskDirError
@@ -102,7 +102,9 @@ def test_src_layout_with_a_dependency_becomes_a_valid_task_through_its_environme
     record = TaskEnvironment.objects.get()
     assert record.built and record.size_bytes > 0 and any(p.startswith("six==") for p in record.lock)
     report = task.suite.build_report
-    assert report["environments"] and "built in" in report["environments"][0]
+    # The repository gate built it, running the suite once at the newest commit; the tasks reuse it.
+    assert report["gate"]["passed"] and report["gate"]["environment"] in report["environments"][0]
+    assert "reused from the cache" in report["environments"][0]
 
     # The same task through the docker backend: the environment is baked into an image.
     spec = task_spec_for(task)
@@ -176,9 +178,16 @@ def test_validation_says_environment_cannot_be_built(tmp_path: Path, env_root: P
         },
     )
     commit(repo, "Fix describe", {"src/calc/__init__.py": FIXED, "tests/test_calc.py": TEST_NEW})
-    call_command(
-        "build_tasks", "--from-git", str(repo), "--suite", "broken", "--validate", "--runs", "1", stdout=io.StringIO()
-    )
+    build = ["build_tasks", "--from-git", str(repo), "--suite", "broken", "--validate", "--runs", "1"]
+    # The repository gate says it once, for the repository, and builds nothing.
+    with pytest.raises(CommandError) as refused:
+        call_command(*build, stdout=io.StringIO(), stderr=io.StringIO())
+    assert "the repository gate failed; no task was built" in str(refused.value)
+    assert "the environment cannot be built" in str(refused.value) and "crucible-no-such-package" in str(refused.value)
+    assert not Task.objects.filter(suite__name="broken").exists()
+    assert TaskSuite.objects.get(name="broken").build_report["gate"]["passed"] is False
+    # Built anyway, each task says why it cannot be valid.
+    call_command(*build, "--skip-gate", stdout=io.StringIO(), stderr=io.StringIO())
     task = Task.objects.get(suite__name="broken")
     assert task.validation_status == "invalid"
     reasons = task.validation_report["reasons"] if "reasons" in task.validation_report else []

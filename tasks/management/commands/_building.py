@@ -257,6 +257,15 @@ def keep_if_readable(task_dir: Path, report: BuildReport, candidate: str, subjec
     return True
 
 
+def store_report(suite: str | None, split: str | None, report: BuildReport) -> None:
+    """Keep a build's report on its suite (made now if new), where the suite page shows it."""
+    stored, _ = TaskSuite.objects.get_or_create(
+        name=suite or DEFAULT_SUITE, defaults={"split": split or TaskSuite.Split.TRAIN}
+    )
+    stored.build_report = report.to_json()
+    stored.save(update_fields=["build_report"])
+
+
 def validate_and_store(
     report: BuildReport,
     suite: str,

@@ -7,12 +7,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from tasks.builders import error_log, git_history
-from tasks.builders.common import BuildError, repo_name
+from tasks.builders.common import BuildError, git, repo_name
+from tasks.builders.environment import parse_variables
 from tasks.builders.report import BuildReport
+from tasks.gate import MIN_PASS_SHARE, GateReport, run_gate
 from tasks.management.commands._building import (
     add_common_arguments,
     attach_environments,
@@ -22,6 +25,7 @@ from tasks.management.commands._building import (
     finish_build,
     import_as_built,
     keep_if_readable,
+    store_report,
     validation_options,
 )
 from tasks.management.commands.rewrite_statements import add_rewrite_arguments
@@ -55,6 +59,17 @@ class Command(BaseCommand):
         parser.add_argument("--oldest-first", action="store_true", help="take the oldest candidates, not the newest")
         parser.add_argument("--issues", type=Path, help="JSON map of issue number -> {title, body}")
         parser.add_argument("--license", default="", help="SPDX licence of the repository, if known")
+        parser.add_argument(
+            "--skip-gate",
+            action="store_true",
+            help="build tasks even when the repository's suite fails at its newest commit (tasks.gate)",
+        )
+        parser.add_argument(
+            "--min-gate-pass",
+            type=float,
+            default=MIN_PASS_SHARE,
+            help=f"the share of tests that must pass at the newest commit (default {MIN_PASS_SHARE})",
+        )
         add_common_arguments(parser)
         add_rewrite_arguments(parser)
 
@@ -62,6 +77,8 @@ class Command(BaseCommand):
         quiet = options["verbosity"] == 0
         if options["max"] < 1:
             raise CommandError("--max must be at least 1")
+        if not 0 <= options["min_gate_pass"] <= 1:
+            raise CommandError("--min-gate-pass must be between 0 and 1")
         check_test_command(options["test_command"])
         validation = validation_options(options)
         with tempfile.TemporaryDirectory(prefix="crucible-build-") as tmp:
@@ -99,6 +116,7 @@ class Command(BaseCommand):
             | environment_options(options),
             candidates=len(found),
         )
+        self._gate(repo, name, options, report)
         # A re-run (after an interruption, or with a larger --max) builds only what the suite lacks.
         before = built_before(options["suite"], options)
         for candidate in tqdm(found, desc="building", unit="candidate", disable=quiet, file=self.stderr._out):
@@ -108,6 +126,31 @@ class Command(BaseCommand):
                 continue
             self._build_one(repo, candidate, out, issues, name, options, report, result)
         return report
+
+    def _gate(self, repo: Path, name: str, options: dict[str, Any], report: BuildReport) -> None:
+        """The repository's suite at its newest commit, once: a failure stops the build with one diagnosis."""
+        if options["skip_gate"]:
+            skipped = GateReport(True, "HEAD", skipped=True)
+            report.gate = skipped.to_json()
+            self.stderr.write(skipped.text())
+            return
+        self.stderr.write("repository gate: running the suite once at the newest commit...")
+        gate = run_gate(
+            repo,
+            git(repo, "rev-parse", "HEAD").decode().strip(),
+            backend=settings.CRUCIBLE_SANDBOX_BACKEND,
+            test_command=options["test_command"],
+            pytest=options["pytest"],
+            variables=parse_variables(options["test_env"]),
+            use_environment=options["env"] != "none",
+            repo_name=name,
+            min_pass_share=options["min_gate_pass"],
+        )
+        report.gate = gate.to_json()
+        self.stderr.write(gate.text())
+        if not gate.passed:
+            store_report(options["suite"], options["split"], report)
+            raise BuildError(f"{name}: the repository gate failed; no task was built\n{gate.text()}")
 
     def _build_one(
         self,
