@@ -6,6 +6,7 @@ files as the commit left them; statement = the commit message, or the issue it n
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 import sys
@@ -38,6 +39,24 @@ class SkipReason(StrEnum):
     NO_CODE_CHANGE = "no code change left"
     INCOMPATIBLE_SYNTAX = "syntax the sandbox's Python cannot compile"
     BUILD_ERROR = "the task could not be written"
+    HOUSEKEEPING = "a release, version bump or merge of branches"
+    NO_BEHAVIOUR_CHANGE = "no behavioural code change (formatting, comments, version strings)"
+    TOOLING_ONLY = "its code change is only docs, CI or packaging scripts"
+
+
+# A subject that names a release or a version bump: its code change is the version, not a fix.
+HOUSEKEEPING_SUBJECT = re.compile(
+    r"^\s*(?:\[release\]|release\s*(?:v?\d|notes\b|:|$)|releasing\s+v?\d|"
+    r"bump(?:ed|s)?\s+(?:the\s+)?version|bump(?:ed|s)?\s+(?:to\s+)?v?\d|bump(?:ed|s)?\s+\S+\s+from\s+\S+\s+to\b|"
+    r"(?:prepare|preparing)\s+(?:for\s+)?(?:the\s+)?(?:v?\d[\w.]*\s+)?release|v?\d+\.\d+(?:\.\d+)*(?:[a-z]+\d*)?\s*$|"
+    r"version\s+v?\d|update\s+(?:the\s+)?(?:changelog|changes|news|version)\b|merge\s+(?:branch|pull\s+request)\b)",
+    re.IGNORECASE,
+)
+# Code that is not the project's behaviour: documentation builds, CI, packaging and task runners.
+TOOLING_PATH = re.compile(
+    r"^(?:docs?|\.github|\.circleci|ci|scripts?|tools?|benchmarks?)/|^(?:setup|noxfile|fabfile|dodo|tasks)\.py$"
+)
+VERSION_NAMES = frozenset({"__version__", "VERSION", "version", "__version_info__", "version_info"})
 
 
 @dataclass(frozen=True)
@@ -117,6 +136,10 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
     Syntax this Python cannot compile (a decade-old commit's Python 2) would stop every test
     run at collection: it is caught here by compiling, once, instead of by validation's runs.
     """
+    if HOUSEKEEPING_SUBJECT.search(candidate.subject):
+        return SkipReason.HOUSEKEEPING, candidate.subject[:120]
+    if all(TOOLING_PATH.search(path) for path in candidate.code_files):
+        return SkipReason.TOOLING_ONLY, ", ".join(candidate.code_files[:3])
     if candidate.files > max_files or candidate.changed_lines > max_lines:
         detail = f"{candidate.files} files, {candidate.changed_lines} lines (limits {max_files}, {max_lines})"
         return SkipReason.TOO_LARGE, detail
@@ -132,7 +155,35 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
         except (SyntaxError, ValueError) as exc:
             where = f"{path}:{exc.lineno}" if isinstance(exc, SyntaxError) else path
             return SkipReason.INCOMPATIBLE_SYNTAX, f"Python {sys.version_info[0]}.{sys.version_info[1]}: {where}"
+    if not any(_behaviour_changed(repo, candidate, path) for path in candidate.code_files):
+        return SkipReason.NO_BEHAVIOUR_CHANGE, "every changed code file has the same syntax tree before and after"
     return None
+
+
+def _behaviour_changed(repo: Path, candidate: Candidate, path: str) -> bool:
+    """Whether `path`'s code differs between the parent and the commit beyond layout, comments
+    and version strings: their syntax trees, without positions and version assignments."""
+    trees = []
+    for commit in (candidate.parent, candidate.commit):
+        try:
+            source = git(repo, "show", f"{commit}:{path}")
+        except BuildError:
+            return True  # added or deleted: a change
+        try:
+            trees.append(_shape(pysource.parse(source, path)))
+        except (SyntaxError, ValueError, RecursionError):
+            return True
+    return trees[0] != trees[1]
+
+
+def _shape(tree: ast.Module) -> str:
+    body = [node for node in tree.body if not _sets_version(node)]
+    return ast.dump(ast.Module(body=body, type_ignores=[]), include_attributes=False)
+
+
+def _sets_version(node: ast.stmt) -> bool:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+    return bool(targets) and all(isinstance(t, ast.Name) and t.id in VERSION_NAMES for t in targets)
 
 
 def _present(repo: Path, commit: str, paths: tuple[str, ...]) -> tuple[str, ...]:

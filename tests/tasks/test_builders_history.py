@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from tasks.builders import statements
+from tasks.builders import git_history, statements
 from tasks.builders.git_history import SkipReason
 from tasks.models import Task, TaskSuite
 from tasks.safety import DANGEROUS
@@ -289,3 +289,28 @@ def test_a_multi_line_assertion_is_shown_whole() -> None:
         "assert split('select 1; -- one\\nselect 2;') == ['select 1; -- one', 'select 2;',]",
         "assert len(split('x;')) == 1",
     ]
+
+
+def test_commits_not_worth_a_task_are_skipped_with_their_reason(tmp_path: Path) -> None:
+    repo = tmp_path / "kinds"
+    code = '__version__ = "1.0"\n\n\ndef add(a, b):\n    return a - b\n'
+    test = "from pkg import add\n\n\ndef test_add():\n    assert add(1, 1) == 2\n"
+    commit(repo, "Start", {"pkg/__init__.py": code, "tests/test_add.py": test})
+    shas = {
+        "release": commit(repo, "Release 1.1.0", {"pkg/__init__.py": code.replace("1.0", "1.1"),
+                                                  "tests/test_add.py": test + "\n# 1.1\n"}),
+        "bump": commit(repo, "Prepare the code for what comes next",
+                       {"pkg/__init__.py": code.replace("1.0", "1.2"), "tests/test_add.py": test + "\n# 1.2\n"}),
+        "format": commit(repo, "Tidy up", {"pkg/__init__.py": code.replace("1.0", "1.2").replace("(a, b)", "( a,  b )")
+                                           + "# a comment\n", "tests/test_add.py": test + "\n# tidy\n"}),
+        "docs": commit(repo, "Document add", {"docs/conf.py": "project = 'pkg'\n", "tests/test_docs.py": test}),
+        "fix": commit(repo, "Fix add", {"pkg/__init__.py": code.replace("1.0", "1.2").replace("a - b", "a + b"),
+                                        "tests/test_add.py": test + "\ndef test_two():\n    assert add(2, 2) == 4\n"}),
+    }  # fmt: skip
+    found = {c.commit: c for c in git_history.candidates(repo)}
+    verdicts = {name: git_history.judge(repo, found[sha], 10, 400) for name, sha in shas.items()}
+    assert verdicts["release"] == (git_history.SkipReason.HOUSEKEEPING, "Release 1.1.0")
+    assert verdicts["bump"] is not None and verdicts["bump"][0] == git_history.SkipReason.NO_BEHAVIOUR_CHANGE
+    assert verdicts["format"] is not None and verdicts["format"][0] == git_history.SkipReason.NO_BEHAVIOUR_CHANGE
+    assert verdicts["docs"] == (git_history.SkipReason.TOOLING_ONLY, "docs/conf.py")
+    assert verdicts["fix"] is None
