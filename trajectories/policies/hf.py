@@ -12,6 +12,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,32 +91,41 @@ def torch_threads() -> int:
     return max(1, min(MAX_THREADS, cores // concurrency))
 
 
-def _pick_dtype(dtype: str, device: str) -> torch.dtype:
-    import torch
+class NumberFormat(StrEnum):
+    """How the hf policy holds a model's weights and computes with them (CRUCIBLE_HF_DTYPE)."""
 
-    if dtype != "auto":
-        try:
-            return getattr(torch, dtype)  # type: ignore[no-any-return]
-        except AttributeError:
-            raise PolicyError(f"unknown dtype {dtype!r}") from None
-    if device.startswith("cuda"):
-        return torch.bfloat16
-    # On a CPU with native bfloat16 kernels (oneDNN on AVX512-BF16/AMX) bfloat16 reads half the
-    # memory per token: measured idle on 2 cores (bench/model_speed.py), 21.5 against 17.2 tokens/s
-    # decoding and 1.1 against 1.9 s for the agent's 960-token first prompt. Without those kernels
-    # it falls back to slow emulation, many times slower than float32.
-    if _native_bf16():
-        return torch.bfloat16
-    return torch.float32
+    # int4 on a CPU when the weights are already on its grid (the bundled model), else float32 there;
+    # bfloat16 on a GPU.
+    AUTO = "auto"
+    INT4 = "int4"  # 4-bit weights on a CPU (trajectories.policies.quantized), rounding any that are not
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
 
 
-def _native_bf16() -> bool:
-    import torch
-
+def number_format(value: str) -> NumberFormat:
+    """`value` as a number format; a PolicyError naming the ones there are when it is none."""
     try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
+        return NumberFormat(value)
+    except ValueError:
+        known = ", ".join(NumberFormat)
+        raise PolicyError(f"unknown number format {str(value)[:40]!r} for the hf policy (one of {known})") from None
+
+
+def _read_dtype(fmt: NumberFormat, device: str) -> torch.dtype:
+    """The dtype the checkpoint is read in; int4 is built from float32."""
+    import torch
+
+    if fmt is NumberFormat.AUTO:
+        # On a CPU not bfloat16: its attention over a long prompt is slower than float32's. The
+        # agent's 960-token first step measured 7.3 against 10.2 tokens/s (bench/model_speed.py),
+        # though a short chat decodes a little faster in it.
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    if fmt is NumberFormat.INT4:
+        if device != "cpu":
+            raise PolicyError(f"the int4 number format runs on the CPU only, not {device}")
+        return torch.float32
+    return getattr(torch, fmt.value)  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -126,17 +136,18 @@ class LoadedModel:
     pad_id: int
     context_length: int
     checkpoint: str
+    number_format: str  # what the weights are held in: "auto" resolved
 
 
-_models: OrderedDict[tuple[str, str, str], LoadedModel] = OrderedDict()
+_models: OrderedDict[tuple[str, NumberFormat, str], LoadedModel] = OrderedDict()
 _models_pid = os.getpid()
 _models_lock = threading.Lock()
 _threads_set = False
 loads = 0  # models this process has loaded from disk, for tests and the bench
 
 
-def loaded_model(model_path: str, dtype: torch.dtype, device: str) -> LoadedModel:
-    """The model at `model_path`, loaded at most once per process (keyed by path, dtype and device).
+def loaded_model(model_path: str, fmt: NumberFormat, device: str) -> LoadedModel:
+    """The model at `model_path`, loaded at most once per process (keyed by path, number format and device).
 
     Loading is the slow part of a step's first call (seconds), and a worker runs many trajectories
     of the same model. Safe under Celery's prefork pool: a cache filled before a fork is dropped in
@@ -144,7 +155,7 @@ def loaded_model(model_path: str, dtype: torch.dtype, device: str) -> LoadedMode
     """
     global _models_pid, loads
     where = model_path if is_hub_id(model_path) else str(Path(model_path).expanduser().resolve())
-    key = (where, str(dtype), device)
+    key = (where, fmt, device)
     with _models_lock:
         if _models_pid != os.getpid():
             _models.clear()
@@ -154,7 +165,7 @@ def loaded_model(model_path: str, dtype: torch.dtype, device: str) -> LoadedMode
             _models.move_to_end(key)
             return hit
         _configure_threads(device)
-        loaded = _load(model_path, dtype, device)
+        loaded = _load(model_path, fmt, device)
         loads += 1
         _models[key] = loaded
         while len(_models) > MODELS_KEPT:
@@ -177,17 +188,21 @@ def _configure_threads(device: str) -> None:
     _threads_set = True
 
 
-def _load(model_path: str, dtype: torch.dtype, device: str) -> LoadedModel:
+def _load(model_path: str, fmt: NumberFormat, device: str) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
+    dtype = _read_dtype(fmt, device)
     try:
         tokenizer: Any = AutoTokenizer.from_pretrained(model_path)
         model: Any = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, attn_implementation="sdpa")
     except (OSError, ValueError) as exc:
         raise PolicyError(f"cannot load model {model_path!r} (run scripts/fetch_model.py?): {exc}") from exc
     model.to(device).eval()
+    held = str(dtype).removeprefix("torch.")
+    if device == "cpu" and fmt in (NumberFormat.AUTO, NumberFormat.INT4) and _to_int4(model, model_path, fmt):
+        held = NumberFormat.INT4.value
     # Every call passes a full GenerationConfig; the checkpoint's sampling defaults would only be
     # merged into it (and warned about when greedy), so keep just its special tokens.
     saved = model.generation_config
@@ -212,7 +227,19 @@ def _load(model_path: str, dtype: torch.dtype, device: str) -> LoadedModel:
         pad_id=pad if isinstance(pad, int) else eos_ids[0],
         context_length=int(getattr(model.config, "max_position_embeddings", 0) or 0),
         checkpoint=checkpoint_id(model_path),
+        number_format=held,
     )
+
+
+def _to_int4(model: Any, model_path: str, fmt: NumberFormat) -> bool:
+    from trajectories.policies import quantized
+
+    try:
+        return quantized.to_int4(model, only_if_on_grid=fmt is NumberFormat.AUTO)
+    except quantized.Int4Unsupported as exc:
+        if fmt is NumberFormat.AUTO:
+            return False
+        raise PolicyError(f"model {model_path!r} cannot run in int4: {exc}") from exc
 
 
 class HFPolicy(Policy):
@@ -239,11 +266,12 @@ class HFPolicy(Policy):
         self.seed = seed
         self.max_new_tokens = int(max_new_tokens)
         self.device = device
-        self.torch_dtype = _pick_dtype(dtype, device)
+        fmt = number_format(dtype)
         # The runner sets this when the batch is cancelled; generation stops at the next token.
         self.stop_event = stop_event
-        self.loaded: LoadedModel | None = loaded_model(self.model_path, self.torch_dtype, device)
+        self.loaded: LoadedModel | None = loaded_model(self.model_path, fmt, device)
         self.checkpoint = self.loaded.checkpoint
+        self.number_format = self.loaded.number_format
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -254,7 +282,7 @@ class HFPolicy(Policy):
             "top_p": self.top_p,
             "seed": self.seed,
             "max_new_tokens": self.max_new_tokens,
-            "dtype": str(self.torch_dtype).removeprefix("torch."),
+            "dtype": self.number_format,
         }
 
     def act(self, messages: list[Message], tools: list[dict[str, Any]]) -> PolicyOutput:

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.env import envchoice
+from core.env import ImproperlyConfiguredEnv, envchoice
 from core.vocabulary import PolicyKind
 from trajectories.policies.base import Policy, PolicyError
-from trajectories.policies.hf import HFPolicy, model_path_error
+from trajectories.policies.hf import HFPolicy, NumberFormat, model_path_error
 from trajectories.policies.openai import OpenAIPolicy, server_error
 from trajectories.policies.scripted import ScriptedPolicy
 
@@ -106,9 +106,13 @@ def _hf(settings: PolicySettings) -> Policy:
         top_p=settings.top_p,
         seed=settings.seed,
         max_new_tokens=settings.max_new_tokens,
-        # auto: bfloat16 on GPUs and on CPUs with native bfloat16 kernels, else float32.
-        dtype=envchoice("CRUCIBLE_HF_DTYPE", "auto", ("auto", "float32", "bfloat16", "float16")),
+        dtype=hf_number_format(),
     )
+
+
+def hf_number_format() -> NumberFormat:
+    """CRUCIBLE_HF_DTYPE, the number format every hf policy of this process uses (default auto)."""
+    return NumberFormat(envchoice("CRUCIBLE_HF_DTYPE", NumberFormat.AUTO, tuple(NumberFormat)))
 
 
 def _openai(settings: PolicySettings) -> Policy:
@@ -127,6 +131,10 @@ policy_registry.register(PolicyKind.SCRIPTED, _scripted)
 
 
 def _hf_preflight(model: str, _url: str, _timeout: float) -> str | None:
+    try:
+        hf_number_format()  # a typo in it would fail every trajectory of the batch
+    except ImproperlyConfiguredEnv as exc:
+        return str(exc)
     problem = model_path_error(model)
     return None if problem is not None and policy_registry.model_known(model) else problem
 
