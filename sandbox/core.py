@@ -334,8 +334,10 @@ class Sandbox:
         workspace_inside = str(self.workspace) if local else WORKSPACE_MOUNT
         reports_inside = str(reports) if local else f"/run/{secrets.token_hex(16)}"
         harness_inside = str(harness) if local else f"/run/{secrets.token_hex(16)}"
-        settings = self.environment.spec.pytest if self.environment else None
-        write_harness(harness, workspace_inside, plugins, self._import_paths(workspace_inside), settings)
+        spec = self.environment.spec if self.environment else None
+        settings = spec.pytest if spec else None
+        paths = self._import_paths(workspace_inside)
+        write_harness(harness, workspace_inside, plugins, paths, settings, spec.project if spec else None)
         argv = [
             *prefix,
             "-c",

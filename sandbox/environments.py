@@ -38,6 +38,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from sandbox.distinfo import Project, ProjectError
 from sandbox.pytest_settings import PytestSettings, PytestSettingsError
 from sandbox.runner_env import EMPTY_DIR, runner_root
 
@@ -88,6 +89,9 @@ class EnvSpec:
     # The repository's own pytest settings, read as data at build time (sandbox.pytest_settings):
     # the harness writes them into its ini, since the workspace's config is never read.
     pytest: PytestSettings = field(default_factory=PytestSettings)
+    # The repository's own name, version and entry points (sandbox.distinfo), for the metadata
+    # its code reads about itself; None when it declares none or never reads it.
+    project: Project | None = None
 
     def __post_init__(self) -> None:
         check_spec(self)
@@ -102,6 +106,8 @@ class EnvSpec:
             data["variables"] = dict(self.variables)
         if self.pytest:
             data["pytest"] = self.pytest.to_json()
+        if self.project is not None:
+            data["project"] = self.project.to_json()
         return data
 
     @classmethod
@@ -109,7 +115,7 @@ class EnvSpec:
         """From task metadata: anything malformed is refused with a message naming the field."""
         if not isinstance(data, dict):
             raise EnvBuildError("environment: must be an object with python, requirements and pythonpath")
-        unknown = set(data) - {"python", "requirements", "pythonpath", "variables", "pytest", "key"}
+        unknown = set(data) - {"python", "requirements", "pythonpath", "variables", "pytest", "project", "key"}
         if unknown:
             raise EnvBuildError(f"environment: unknown field(s) {sorted(unknown)}")
         variables = data.get("variables", {})
@@ -124,7 +130,8 @@ class EnvSpec:
             raise EnvBuildError("environment.python: must be a string such as '3.11'")
         try:
             pytest = PytestSettings.from_json(data["pytest"]) if "pytest" in data else PytestSettings()
-        except PytestSettingsError as exc:
+            project = Project.from_json(data["project"]) if data.get("project") is not None else None
+        except (PytestSettingsError, ProjectError) as exc:
             raise EnvBuildError(str(exc)) from None
         return cls(
             requirements=tuple(requirements),
@@ -132,6 +139,7 @@ class EnvSpec:
             pythonpath=tuple(pythonpath),
             variables=tuple(sorted(variables.items())),
             pytest=pytest,
+            project=project,
         )
 
     def spec_hash(self) -> str:

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from sandbox import junit
 from sandbox.backends.base import SandboxError
+from sandbox.distinfo import Project
 from sandbox.pytest_settings import PytestSettings
 from sandbox.results import TestReport
 
@@ -131,17 +132,20 @@ def write_harness(
     plugins: Sequence[tuple[str, str]],
     import_paths: Sequence[str] = (),
     settings: PytestSettings | None = None,
+    project: Project | None = None,
 ) -> None:
     """The harness directory: its ini (with the repository's carried settings), the workspace
-    path plugin and the given plugins."""
+    path plugin, the given plugins and the repository's own metadata (a .dist-info)."""
     harness.mkdir()
     (harness / HARNESS_INI).write_text(HARNESS_INI_TEXT + (settings.ini_text() if settings else ""))
     source = WORKSPACE_PATH_SOURCE.format(workspace=workspace_inside, paths=list(import_paths))
     (harness / f"{WORKSPACE_PATH_PLUGIN}.py").write_text(source)
     for name, source in plugins:
         (harness / f"{name}.py").write_text(source)
-    for path in harness.iterdir():
-        path.chmod(0o644)
+    if project is not None:
+        project.write(harness)
+    for path in harness.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
     # Readable by a backend's unprivileged user; bound read-only, so nothing in the run can change it.
     harness.chmod(0o755)
 

@@ -40,7 +40,7 @@ IMPORT_MODES = ("prepend", "append", "importlib")
 PATH_OPTIONS = ("testpaths", "--ignore", "--ignore-glob", "--deselect", "--doctest-glob")
 MAX_VALUES = 64
 MAX_VALUE_CHARS = 300
-_PRINTABLE = re.compile(r"^[^\x00-\x1f\x7f]*$")
+_PRINTABLE = re.compile(r"[^\x00-\x1f\x7f]*")
 MAX_FILE_BYTES = 256 * 1024
 
 
@@ -112,7 +112,7 @@ def _values(where: str, values: tuple[str, ...], *, paths: bool) -> None:
     if len(values) > MAX_VALUES:
         raise PytestSettingsError(f"{where}: at most {MAX_VALUES} values")
     for value in values:
-        if not value.strip() or len(value) > MAX_VALUE_CHARS or not _PRINTABLE.match(value):
+        if not value.strip() or len(value) > MAX_VALUE_CHARS or not _PRINTABLE.fullmatch(value):
             raise PytestSettingsError(f"{where}: {value[:60]!r} must be 1 to {MAX_VALUE_CHARS} printable characters")
         if paths:
             _path(where, value)

@@ -31,7 +31,8 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from patches import pysource
+from patches import is_test_path, pysource
+from sandbox.distinfo import Project, ProjectError
 from sandbox.environments import EnvBuildError, EnvSpec, check_requirement, current_python, normalise
 from sandbox.pytest_settings import read_settings
 
@@ -82,6 +83,11 @@ REQUIREMENT_FILES = (
     "requirements/requirements.txt",
 )
 MAX_FILE_BYTES = 512 * 1024
+# The code reads distribution metadata: it then needs its own (sandbox.distinfo).
+READS_METADATA = re.compile(r"importlib[._]metadata|\bimportlib_metadata\b|\bpkg_resources\b")
+MAX_SCANNED_MODULES = 2000
+VERSION_LITERAL = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*[\"']([^\"']{1,60})[\"']", re.MULTILINE)
+UNKNOWN_VERSION = "0+unknown"
 # pytest 9 dropped the py.path `path` arguments of these hooks; a conftest that still takes them
 # errors out before any test runs ("no JUnit report was written").
 PY_PATH_HOOK = re.compile(
@@ -160,15 +166,83 @@ def detect_environment(repo: Path, pytest: str = "", variables: Sequence[tuple[s
     skipped += [f"pytest settings: {item}" for item in ignored]
     if settings_file and settings:
         sources.append(f"{settings_file} (pytest settings)")
-    if not requirements and not pythonpath and not variables and not settings and why == "default":
+    project = _project(repo, skipped) if _reads_own_metadata(repo) else None
+    if not requirements and not pythonpath and not variables and not settings and not project and why == "default":
         return Detected(None, sources, skipped, runner)
     spec = EnvSpec(
         requirements=tuple(sorted([runner, *requirements.values()])),
         pythonpath=pythonpath,
         variables=tuple(sorted(dict(variables).items())),
         pytest=settings,
+        project=project,
     )
     return Detected(spec, sources, skipped, runner)
+
+
+def _reads_own_metadata(repo: Path) -> bool:
+    """Whether the repository's code (not its tests) reads distribution metadata, and so needs its own."""
+    modules = (p for p in sorted(repo.rglob("*.py")) if not is_test_path(str(p.relative_to(repo)), "tests"))
+    for count, path in enumerate(modules):
+        if count >= MAX_SCANNED_MODULES:
+            break
+        if READS_METADATA.search(_text(path)):
+            return True
+    return False
+
+
+def _project(repo: Path, skipped: list[str]) -> Project | None:
+    """The name, version and entry points the repository's packaging files declare, as data."""
+    project = _toml(repo / "pyproject.toml").get("project")
+    cfg = configparser.ConfigParser(interpolation=None)
+    try:
+        cfg.read_string(_text(repo / "setup.cfg"))
+    except configparser.Error:
+        cfg = configparser.ConfigParser(interpolation=None)
+    name = version = ""
+    points: list[tuple[str, str, str]] = []
+    if isinstance(project, dict) and isinstance(project.get("name"), str):
+        declared = project.get("version")
+        name, version = project["name"], declared if isinstance(declared, str) else ""
+        for group, table in (("console_scripts", project.get("scripts")), ("gui_scripts", project.get("gui-scripts"))):
+            points += _points(group, table)
+        groups = project.get("entry-points")
+        for group, table in groups.items() if isinstance(groups, dict) else ():
+            points += _points(str(group), table)
+    elif cfg.has_option("metadata", "name"):
+        name = cfg.get("metadata", "name").strip()
+    if not version and cfg.has_option("metadata", "version") and not cfg.get("metadata", "version").startswith("attr:"):
+        version = cfg.get("metadata", "version").strip()
+    if not points and cfg.has_section("options.entry_points"):
+        for group, lines in cfg.items("options.entry_points"):
+            entries = dict(line.split("=", 1) for line in _cfg_lines(lines) if "=" in line)
+            points += _points(group, {k.strip(): v.strip() for k, v in entries.items()})
+    if not name:
+        return None
+    version = version or _version_literal(repo, name) or UNKNOWN_VERSION
+    try:
+        return Project(name, version, tuple(points))
+    except ProjectError as exc:
+        skipped.append(f"project metadata: {exc}")
+        try:
+            return Project(name, UNKNOWN_VERSION)
+        except ProjectError:
+            return None
+
+
+def _points(group: str, table: object) -> list[tuple[str, str, str]]:
+    if not isinstance(table, dict):
+        return []
+    return [(group, str(k), v) for k, v in table.items() if isinstance(v, str)]
+
+
+def _version_literal(repo: Path, name: str) -> str:
+    """`__version__ = "1.2"` in the package's own __init__, where the version is dynamic."""
+    package = normalise(name).replace("-", "_")
+    for candidate in (repo / "src" / package / "__init__.py", repo / package / "__init__.py", repo / f"{package}.py"):
+        found = VERSION_LITERAL.search(_text(candidate))
+        if found:
+            return found.group(1)
+    return ""
 
 
 def _marker_environment(python: str) -> dict[str, str]:

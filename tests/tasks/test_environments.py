@@ -385,3 +385,47 @@ def test_the_repositorys_pytest_settings_are_carried_into_the_harness_not_read_f
 def test_hostile_pytest_settings_in_metadata_are_refused(pytest_settings: dict[str, object]) -> None:
     with pytest.raises(EnvBuildError, match="environment.pytest"):
         EnvSpec.from_json({"requirements": [], "pytest": pytest_settings})
+
+
+def test_a_package_that_reads_its_own_metadata_finds_it_without_being_installed(tmp_path: Path, env_root: Path) -> None:
+    # Many packages set __version__ from importlib.metadata at import: not installed, they do not import.
+    repo = tmp_path / "meta"
+    files = {
+        "pyproject.toml": '[project]\nname = "meta-pkg"\ndynamic = ["version"]\n\n'
+        '[project.scripts]\nmeta = "meta_pkg.cli:main"\n\n'
+        '[project.entry-points."meta.plugins"]\nbasic = "meta_pkg:Basic"\n',
+        "src/meta_pkg/__init__.py": 'from importlib.metadata import version\n\n__version__ = "2.5.1"\n'
+        'VERSION = version("meta-pkg")\n\n\nclass Basic:\n    pass\n',
+        "tests/test_meta.py": "from importlib.metadata import entry_points, version\n\nimport meta_pkg\n\n\n"
+        "def test_version():\n    assert meta_pkg.VERSION == version('meta_pkg') == '2.5.1'\n\n\n"
+        "def test_plugins():\n    assert [e.value for e in entry_points(group='meta.plugins')] == ['meta_pkg:Basic']\n",
+    }
+    for rel, text in files.items():
+        (repo / rel).parent.mkdir(parents=True, exist_ok=True)
+        (repo / rel).write_text(text)
+    detected = detect_environment(repo)
+    assert detected.spec is not None and detected.spec.project is not None
+    assert (detected.spec.project.name, detected.spec.project.version) == ("meta-pkg", "2.5.1")
+    assert EnvSpec.from_json(detected.spec.to_json()) == detected.spec
+    with Sandbox(repo, "bwrap", environment=ensure_environment(detected.spec)) as box:
+        report = box.run_tests()
+    assert report.passed("tests/test_meta.py::test_version") and report.passed("tests/test_meta.py::test_plugins")
+    # A repository whose code never reads metadata gets no project metadata, and no environment for it.
+    (repo / "src" / "meta_pkg" / "__init__.py").write_text('__version__ = "2.5.1"\n')
+    assert detect_environment(repo).spec is None or detect_environment(repo).spec.project is None  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "project",
+    [
+        {"name": "x\nVersion: 9", "version": "1.0"},
+        {"name": "ok", "version": "1.0\nName: other"},
+        {"name": "ok", "version": "not a version"},
+        {"name": "ok", "version": "1.0", "entry_points": [["console_scripts", "x", "os:system\n[evil]"]]},
+        {"name": "ok", "version": "1.0", "entry_points": [["g]\n[h", "x", "a:b"]]},
+        {"name": "../escape", "version": "1.0"},
+    ],
+)
+def test_hostile_project_metadata_is_refused(project: dict[str, object]) -> None:
+    with pytest.raises(EnvBuildError, match="environment.project"):
+        EnvSpec.from_json({"requirements": [], "project": project})
