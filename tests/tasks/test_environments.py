@@ -429,3 +429,32 @@ def test_a_package_that_reads_its_own_metadata_finds_it_without_being_installed(
 def test_hostile_project_metadata_is_refused(project: dict[str, object]) -> None:
     with pytest.raises(EnvBuildError, match="environment.project"):
         EnvSpec.from_json({"requirements": [], "project": project})
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_suite_built_without_what_its_tests_need_is_repaired_in_place(tmp_path: Path, env_root: Path) -> None:
+    repo = tmp_path / "mode"
+    needs = "import os\n\nfrom calc import add\n\n\ndef test_add():\n    assert os.environ['APP_MODE'] == 'testing'\n"
+    buggy, fixed = "def add(a, b):\n    return a - b\n", "def add(a, b):\n    return a + b\n"
+    commit(repo, "Start", {"LICENSE": "Permission is hereby granted, free of charge\n", "calc.py": buggy,
+                           "tests/test_add.py": needs + "    assert add(1, 0) == 1\n"})  # fmt: skip
+    commit(repo, "Fix add", {"calc.py": fixed, "tests/test_add.py": needs + "    assert add(1, 1) == 2\n"})
+    quiet = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+    call_command("build_tasks", "--from-git", str(repo), "--suite", "mode", "--skip-gate", "--validate", "--runs", "1",
+                 **quiet)  # fmt: skip
+    task = Task.objects.get(suite__name="mode")
+    assert task.validation_status == "invalid" and "environment" not in task.metadata
+    before = task.version
+    out = io.StringIO()
+    call_command("build_env", "--suite", "mode", "--test-env", "APP_MODE=testing", "--validate", "--runs", "1",
+                 stdout=out, stderr=io.StringIO())  # fmt: skip
+    task.refresh_from_db()
+    assert "1 task(s) given a new environment" in out.getvalue() and "validated again: 1 valid" in out.getvalue()
+    assert task.validation_status == "valid", task.validation_report.get("reasons")
+    assert task.metadata["environment"]["variables"] == {"APP_MODE": "testing"}
+    assert task.version != before
+    again = io.StringIO()
+    call_command("build_env", "--suite", "mode", "--test-env", "APP_MODE=testing", stdout=again, stderr=io.StringIO())
+    assert "0 task(s) given a new environment, 1 unchanged" in again.getvalue()
+    with pytest.raises(CommandError, match="no suite 'nope'"):
+        call_command("build_env", "--suite", "nope", stdout=io.StringIO())

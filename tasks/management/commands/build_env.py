@@ -2,16 +2,20 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from tqdm import tqdm
 
 from sandbox.environments import EnvBuildError
 from tasks.builders.environment import detect_environment, parse_variables
 from tasks.environments import prepare_environment
 from tasks.management.commands._building import add_environment_arguments
-from tasks.models import Task
+from tasks.models import Task, TaskSuite
+from tasks.repair import repair_environments
+from tasks.services import validate_task
 from tasks.spec import environment_spec
 
 logger = logging.getLogger(__name__)
@@ -28,6 +32,14 @@ class Command(BaseCommand):
         what = parser.add_mutually_exclusive_group(required=True)
         what.add_argument("--repo", type=Path, metavar="DIR", help="a repository checkout (its files are read)")
         what.add_argument("--task", metavar="TASK_ID", help="the environment a stored task names")
+        what.add_argument(
+            "--suite",
+            metavar="NAME",
+            help="repair a suite in place: detect each task's environment again (with --pytest / --test-env), "
+            "give the tasks whose environment changed the new one, build it",
+        )
+        parser.add_argument("--validate", action="store_true", help="with --suite: validate the changed tasks again")
+        parser.add_argument("--runs", type=int, default=3, help="with --suite --validate: runs per task")
         add_environment_arguments(parser)
         parser.add_argument("--rebuild", action="store_true", help="resolve and install again, even if built")
         parser.add_argument(
@@ -38,6 +50,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if options["suite"] is not None:
+            self._repair(options)
+            return
         repo_name = ""
         if options["repo"] is not None:
             repo: Path = options["repo"]
@@ -75,3 +90,31 @@ class Command(BaseCommand):
         else:
             self.stdout.write(prepared.line())
             self.stdout.write(str(prepared.environment.path))
+
+    def _repair(self, options: dict[str, Any]) -> None:
+        suite = TaskSuite.objects.filter(name=options["suite"]).first()
+        if suite is None:
+            raise CommandError(f"no suite {options['suite']!r}")
+        if not 1 <= options["runs"] <= 20:
+            raise CommandError("--runs must be between 1 and 20")
+        try:
+            variables = parse_variables(options["test_env"])
+        except EnvBuildError as exc:
+            raise CommandError(str(exc)) from None
+        repair = repair_environments(suite, options["pytest"], variables, rebuild=options["rebuild"])
+        for task_id, error in repair.errors.items():
+            self.stderr.write(f"{task_id}: no environment: {error}")
+        for prepared in repair.environments:
+            self.stdout.write(prepared.line())
+        self.stdout.write(
+            f"suite {suite.name}: {len(repair.changed)} task(s) given a new environment, {repair.unchanged} unchanged"
+        )
+        if options["validate"] and repair.changed:
+            tasks = list(Task.objects.filter(task_id__in=repair.changed).order_by("task_id"))
+            statuses: Counter[str] = Counter()
+            for task in tqdm(tasks, desc="validating", unit="task", file=self.stderr._out,
+                             disable=options["verbosity"] == 0):  # fmt: skip
+                statuses[validate_task(task, options["runs"]).status] += 1
+            self.stdout.write("validated again: " + ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())))
+        elif repair.changed:
+            self.stdout.write(f"they are unvalidated: manage.py validate_tasks --suite {suite.name}")
