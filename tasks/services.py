@@ -31,7 +31,7 @@ from tasks.spec import (
 from tasks.storage import TreeError, put_tree, tree_path
 from tasks.taskdir import TaskDir, TaskDirError, argument_path, find_task_dirs, read_task_dir
 from tasks.tree_cache import fetch_tree, publish_tree
-from tasks.validation import ValidationReport, validate
+from tasks.validation import NO_THRESHOLDS, Thresholds, ValidationReport, validate
 
 DEFAULT_SUITE = "default"
 # A task's result in a validation run (and a build report) when it could not be validated at all.
@@ -203,17 +203,17 @@ def validate_task(
     runs: int = 5,
     backend: str | None = None,
     progress: Callable[[str], None] = lambda _: None,
-    min_statement_quality: float = 0.0,
+    thresholds: Thresholds = NO_THRESHOLDS,
 ) -> ValidationReport:
     """Validate one task and store its report; computed test lists fill in missing ones."""
-    spec, arguments = validation_inputs(task, runs, backend, min_statement_quality)
+    spec, arguments = validation_inputs(task, runs, backend, thresholds)
     report = validate(spec, **arguments, progress=progress)
     store_validation(task, report)
     return report
 
 
 def validation_inputs(
-    task: Task, runs: int, backend: str | None = None, min_statement_quality: float = 0.0
+    task: Task, runs: int, backend: str | None = None, thresholds: Thresholds = NO_THRESHOLDS
 ) -> tuple[TaskSpec, dict[str, Any]]:
     """`tasks.validation.validate`'s arguments for a task, all plain data: another process can run it."""
     return task_spec_for(task), {
@@ -225,7 +225,7 @@ def validation_inputs(
         "license_allowlist": list(settings.CRUCIBLE_LICENSE_ALLOWLIST),
         "runs": runs,
         "backend": backend or settings.CRUCIBLE_SANDBOX_BACKEND,
-        "min_statement_quality": min_statement_quality,
+        "thresholds": thresholds,
         "secrets_baseline": sorted(clean_hashes((task.metadata or {}).get(SECRETS_BASELINE_KEY))),
     }
 

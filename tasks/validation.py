@@ -21,7 +21,7 @@ from sandbox.backends.base import Backend
 from sandbox.environments import EnvBuildError, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import Outcome, TestReport
-from tasks import safety
+from tasks import safety, strength
 from tasks.builders import statements
 from tasks.secrets import live, scan_secrets, summary
 from tasks.spec import TaskSpec, run_task_tests
@@ -47,6 +47,26 @@ LICENSE_SIGNATURES = [
 ]
 
 
+@dataclass(frozen=True)
+class Thresholds:
+    """What a task must reach beyond passing its checks, set by whoever validates.
+
+    `min_test_strength` None: test strength is not measured (it costs one hidden-test run per
+    mutant and rewrite, tasks.strength); 0: measured and reported, never blocking.
+    """
+
+    min_statement_quality: float = 0.0
+    min_test_strength: float | None = None
+
+    def __post_init__(self) -> None:
+        for name, value in (("statement quality", self.min_statement_quality), ("strength", self.min_test_strength)):
+            if value is not None and not 0 <= value <= 1:
+                raise ValueError(f"the minimum {name} must be between 0 and 1")
+
+
+NO_THRESHOLDS = Thresholds()
+
+
 @dataclass
 class Check:
     name: str
@@ -69,6 +89,8 @@ class ValidationReport:
     test_seconds: float
     # tasks.builders.statements.StatementQuality: shown on the task page, a threshold if asked for.
     statement_quality: dict[str, Any] = field(default_factory=dict)
+    # tasks.strength.Strength's JSON when measured (score, mutants, survivors, brittle), else {}.
+    test_strength: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -153,7 +175,7 @@ def validate(
     backend: Backend | str = DEFAULT_BACKEND,
     limits: Limits | None = None,
     progress: Callable[[str], None] = lambda _: None,
-    min_statement_quality: float = 0.0,
+    thresholds: Thresholds = NO_THRESHOLDS,
     secrets_baseline: Collection[str] = (),
 ) -> ValidationReport:
     checks: list[Check] = []
@@ -178,6 +200,7 @@ def validate(
             if runner.run(expected_patch, checks) is None:
                 break
     executable = not checks
+    measured: strength.Strength | None = None
     f2p, p2p, flaky = _stable_lists(runner.base, runner.fixed, runner.marked)
     if executable:
         checks.append(Check("executable", True))
@@ -206,6 +229,10 @@ def validate(
             )
         )
         checks.append(_reward_separates(runner, f2p, p2p))
+        if thresholds.min_test_strength is not None and f2p:
+            progress("test strength")
+            measured = strength.measure(task, f2p + p2p, backend, limits)
+            checks += _strength_checks(measured, thresholds.min_test_strength)
         checks.append(
             Check(
                 "stable",
@@ -261,6 +288,7 @@ def validate(
     license_check, spdx = detect_license(task.base_dir, declared_license, license_allowlist)
     checks.append(license_check)
     quality = statements.quality(statement, expected_patch)
+    min_statement_quality = thresholds.min_statement_quality
     low = quality["score"] < min_statement_quality
     checks.append(
         Check(
@@ -291,7 +319,31 @@ def validate(
         runs=runs,
         test_seconds=round(seconds, 3),
         statement_quality=dict(quality),
+        test_strength=measured.to_json() if measured is not None else {},
     )
+
+
+def _strength_checks(found: strength.Strength, minimum: float) -> list[Check]:
+    """Test strength (the share of mutants of the fix its tests kill) and brittleness (a rewrite
+    of the fix that does the same, rejected), tasks.strength."""
+    score = found.score
+    evidence = [found.to_json()]
+    weak = score is not None and score < minimum
+    message = ""
+    if weak:
+        message = (
+            f"test strength {score} < {minimum}: the tests let through {len(found.survivors)} of "
+            f"{found.mutants} wrong versions of the fix, e.g. {found.survivors[0]}"
+        )
+    brittle = (
+        f"brittle: the tests reject {len(found.brittle)} rewrite(s) of the fix that do the same: {found.brittle[0]}"
+        if found.brittle
+        else ""
+    )
+    return [
+        Check("test_strength", not weak, message, evidence, hard=minimum > 0),
+        Check("not_brittle", not found.brittle, brittle, evidence, hard=False),
+    ]
 
 
 def _shortfall(quality: statements.StatementQuality) -> str:

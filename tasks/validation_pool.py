@@ -19,7 +19,7 @@ from concurrent.futures.process import BrokenProcessPool
 
 from tasks.models import Task
 from tasks.services import store_validation, validate_task, validation_inputs
-from tasks.validation import ValidationReport, validate
+from tasks.validation import NO_THRESHOLDS, Thresholds, ValidationReport, validate
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def validate_tasks(
     *,
     jobs: int = 1,
     backend: str | None = None,
-    min_statement_quality: float = 0.0,
+    thresholds: Thresholds = NO_THRESHOLDS,
     progress: Callable[[Task, str], None] = lambda task, step: None,
 ) -> None:
     """Validate and store each task, `jobs` at a time; `on_done` hears of each as it ends.
@@ -58,7 +58,7 @@ def validate_tasks(
                     runs,
                     backend,
                     progress=lambda step, task=task: progress(task, step),  # type: ignore[misc]
-                    min_statement_quality=min_statement_quality,
+                    thresholds=thresholds,
                 )
             except Exception as exc:  # noqa: BLE001 - one task that cannot run says nothing about the others
                 logger.warning("validating %s failed: %s", task.task_id, exc)
@@ -66,11 +66,11 @@ def validate_tasks(
                 continue
             on_done(task, report, "")
         return
-    broken = _in_pool(tasks, runs, on_done, min(jobs, len(tasks)), backend, min_statement_quality)
+    broken = _in_pool(tasks, runs, on_done, min(jobs, len(tasks)), backend, thresholds)
     # A worker process that died took the pool with it, and every task still in it: each of
     # those runs again in a pool of its own, so only the task that kills its process fails.
     for task in broken:
-        for again in _in_pool([task], runs, on_done, 1, backend, min_statement_quality):
+        for again in _in_pool([task], runs, on_done, 1, backend, thresholds):
             on_done(again, None, "the validation process died")
 
 
@@ -80,7 +80,7 @@ def _in_pool(
     on_done: OnDone,
     jobs: int,
     backend: str | None,
-    min_statement_quality: float,
+    thresholds: Thresholds,
 ) -> list[Task]:
     """Validate in a fresh pool of `jobs` processes; the tasks lost when a process died are returned."""
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
@@ -89,7 +89,7 @@ def _in_pool(
     try:
         for task in tasks:
             try:
-                spec, arguments = validation_inputs(task, runs, backend, min_statement_quality)
+                spec, arguments = validation_inputs(task, runs, backend, thresholds)
             except Exception as exc:  # noqa: BLE001 - a task whose trees are gone fails alone
                 on_done(task, None, f"{type(exc).__name__}: {exc}")
                 continue

@@ -32,7 +32,7 @@ from tasks.services import (
     set_secrets_baseline,
 )
 from tasks.taskdir import TaskDirError, read_task_dir
-from tasks.validation import ValidationReport
+from tasks.validation import NO_THRESHOLDS, Thresholds, ValidationReport
 from tasks.validation_pool import default_jobs, validate_tasks
 
 logger = logging.getLogger(__name__)
@@ -83,24 +83,41 @@ def add_validation_arguments(parser: CommandParser) -> None:
         default=0.0,
         help="a task whose statement scores below this (0..1, tasks.builders.statements.quality) is invalid",
     )
+    parser.add_argument(
+        "--test-strength",
+        action="store_true",
+        help="measure each task's test strength (the share of mutants of the fix its tests kill) and whether "
+        "its tests reject a rewrite of the fix that does the same (brittle); one test run per mutant and rewrite",
+    )
+    parser.add_argument(
+        "--min-test-strength",
+        type=float,
+        default=None,
+        help="a task whose test strength is below this (0..1) is invalid (implies --test-strength)",
+    )
 
 
-def check_validation_arguments(options: dict[str, Any]) -> None:
+def check_validation_arguments(options: dict[str, Any]) -> Thresholds:
+    """The validation options checked (jobs filled in), and the thresholds they set."""
     if options["jobs"] is None:
         options["jobs"] = default_jobs()
     if options["jobs"] < 1:
         raise CommandError("--jobs must be at least 1")
-    if not 0 <= options["min_statement_quality"] <= 1:
-        raise CommandError("--min-statement-quality must be between 0 and 1")
+    strength = options.get("min_test_strength")
+    if strength is None and options.get("test_strength"):
+        strength = 0.0
+    try:
+        return Thresholds(min_statement_quality=options["min_statement_quality"], min_test_strength=strength)
+    except ValueError as exc:
+        raise CommandError(f"{exc} (--min-statement-quality, --min-test-strength)") from None
 
 
 def validation_options(options: dict[str, Any]) -> dict[str, Any]:
     """What `validate_and_store` takes from a builder's options, checked."""
-    check_validation_arguments(options)
     return {
+        "thresholds": check_validation_arguments(options),
         "jobs": options["jobs"],
         "revalidate": options["revalidate"],
-        "min_statement_quality": options["min_statement_quality"],
     }
 
 
@@ -277,7 +294,7 @@ def validate_and_store(
     *,
     jobs: int = 1,
     revalidate: bool = False,
-    min_statement_quality: float = 0.0,
+    thresholds: Thresholds = NO_THRESHOLDS,
 ) -> str:
     """Validate the built tasks, `jobs` at a time (one that cannot run is recorded, not raised); store the report.
 
@@ -306,7 +323,7 @@ def validate_and_store(
                 # Stored as it goes: a build stopped while validating leaves the report of what it did.
                 stored.update(build_report=report.to_json())
 
-            validate_tasks(todo, runs, done, jobs=jobs, min_statement_quality=min_statement_quality)
+            validate_tasks(todo, runs, done, jobs=jobs, thresholds=thresholds)
     stored.update(build_report=report.to_json())
     return summary(report.to_json())
 

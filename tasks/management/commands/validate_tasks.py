@@ -39,7 +39,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if not 1 <= options["runs"] <= 20:
             raise CommandError("--runs must be between 1 and 20")
-        check_validation_arguments(options)
+        thresholds = check_validation_arguments(options)
         tasks = Task.objects.order_by("task_id")
         if options["suite"]:
             tasks = tasks.filter(suite__name=options["suite"])
@@ -74,7 +74,7 @@ class Command(BaseCommand):
                 done,
                 jobs=options["jobs"],
                 backend=options["backend"],
-                min_statement_quality=options["min_statement_quality"],
+                thresholds=thresholds,
                 progress=lambda task, step: bar.set_postfix_str(f"{task.task_id}: {step}"),
             )
         self.stdout.write(", ".join(f"{counts[s]} {s}" for s in ("valid", "flaky", "invalid")))
