@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -11,7 +12,6 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from core.vocabulary import TrajectoryStatus
-from trajectories.bulk import STEP_COLUMNS
 from trajectories.models import Step, Trajectory
 from trajectories.schema import format_time, record_bytes
 
@@ -42,6 +42,7 @@ TRAJECTORY_COLUMNS = (
 )
 JSON_COLUMNS = frozenset({"action_input", "reward_breakdown", "extra"})
 EMPTY_OBJECT = "{}"
+EMPTY_FRAGMENT = orjson.Fragment(EMPTY_OBJECT)
 # Given a chunk's trajectory primary keys, the outcome fields (final_reward, success, flags) to
 # write instead of the stored ones, e.g. a training set's rewards under the spec that chose it.
 OutcomeOverride = Callable[[list[int]], dict[int, dict[str, Any]]]
@@ -74,80 +75,130 @@ def iter_trajectory_lines_redacted_with(
     """`iter_trajectory_lines`, each line with the redaction rules version it was imported under."""
     qs = (queryset if queryset is not None else Trajectory.objects.all()).order_by("id")
     last = 0
+    fetched: deque[dict[str, Any]] = deque()
     while True:
-        candidates = list(qs.filter(id__gt=last).values(*TRAJECTORY_COLUMNS)[:CHUNK_TRAJECTORIES])
-        if not candidates:
-            return
-        chunk: list[dict[str, Any]] = []
-        steps = 0
-        for row in candidates:
-            if chunk and steps + row["step_count"] > CHUNK_STEPS:
-                break
-            chunk.append(row)
-            steps += row["step_count"]
-        last = chunk[-1]["id"]
+        if not fetched:
+            fetched.extend(qs.filter(id__gt=last).values(*TRAJECTORY_COLUMNS)[:CHUNK_TRAJECTORIES])
+            if not fetched:
+                return
+            last = fetched[-1]["id"]
+        # What one chunk of steps holds; the trajectories fetched beyond it wait for the next.
+        chunk = [fetched.popleft()]
+        steps = chunk[0]["step_count"]
+        while fetched and steps + fetched[0]["step_count"] <= CHUNK_STEPS:
+            steps += fetched[0]["step_count"]
+            chunk.append(fetched.popleft())
         if outcomes is not None:
             replaced = outcomes([row["id"] for row in chunk])
             for row in chunk:
                 row.update(replaced.get(row["id"], {}))
-        step_rows = _step_rows([row["id"] for row in chunk])
-        pending = next(step_rows, None)
+        by_trajectory = _steps_by_trajectory([row["id"] for row in chunk])
+        pk, own = next(by_trajectory, (None, []))
         for row in chunk:
-            own: list[dict[str, Any]] = []
-            while pending is not None and pending["trajectory_id"] == row["id"]:
-                own.append(pending)
-                pending = next(step_rows, None)
-            yield record_bytes(row, own), row["redacted_with"]
+            if pk == row["id"]:
+                yield record_bytes(row, own), row["redacted_with"]
+                pk, own = next(by_trajectory, (None, []))
+            else:
+                yield record_bytes(row, []), row["redacted_with"]
 
 
-def _step_rows(trajectory_pks: list[int]) -> Iterator[dict[str, Any]]:
-    """Steps ordered by (trajectory, step), straight from SQL.
+# The columns _steps_by_trajectory reads, in the order it unpacks them.
+EXPORT_STEP_COLUMNS = (
+    "trajectory_id",
+    "step",
+    "action_type",
+    "action_input",
+    "observation",
+    "observation_truncated",
+    "thought",
+    "reward",
+    "reward_breakdown",
+    "timestamp",
+    "duration_ms",
+    "exit_code",
+    "extra",
+)
+
+
+def _steps_by_trajectory(trajectory_pks: list[int]) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """Each trajectory's steps in order, straight from one SQL query ordered by (trajectory, step);
+    a trajectory without steps is not there.
 
     JSON columns are passed through as already-encoded text (orjson.Fragment) rather
     than decoded and encoded again, which was most of the export's time.
     """
-    postgres = connection.vendor == "postgresql"
     qn = connection.ops.quote_name
-    columns = []
-    for name in STEP_COLUMNS:
-        if name in JSON_COLUMNS and postgres:
-            columns.append(f"{qn(name)}::text")
-        elif name == "timestamp" and postgres:
-            columns.append(f"""to_char({qn(name)} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')""")
+    postgres = connection.vendor == "postgresql"
+    columns: list[str] = []
+    for name in EXPORT_STEP_COLUMNS:
+        column = f"{qn(name)}::text" if name in JSON_COLUMNS and postgres else qn(name)
+        if name == "timestamp":
+            columns.append(_stamp_column(qn(name), postgres))
+        elif name in ("reward_breakdown", "extra"):
+            # Nearly always empty: None from the driver costs no string to make and compare.
+            columns.append(f"NULLIF({column}, '{EMPTY_OBJECT}')")
         else:
-            columns.append(qn(name))
+            columns.append(column)
     placeholders = ", ".join(["%s"] * len(trajectory_pks))
     sql = (
         f"SELECT {', '.join(columns)} FROM {qn(Step._meta.db_table)} "  # noqa: S608 - names are ours
         f"WHERE {qn('trajectory_id')} IN ({placeholders}) ORDER BY {qn('trajectory_id')}, {qn('step')}"
     )
-    stamp_at = STEP_COLUMNS.index("timestamp")
-    extra_at = STEP_COLUMNS.index("extra")
-    json_at = [i for i, name in enumerate(STEP_COLUMNS) if name in JSON_COLUMNS and i != extra_at]
-    bool_at = STEP_COLUMNS.index("observation_truncated")
+    fragment, loads = orjson.Fragment, orjson.loads
+    stamp = _as_is if postgres else _sqlite_stamp
+    current: int | None = None
+    steps: list[dict[str, Any]] = []
     with connection.cursor() as cursor:
         cursor.execute(sql, trajectory_pks)
         while rows := cursor.fetchmany(FETCH_ROWS):
-            for raw in rows:
-                row = list(raw)
-                for i in json_at:
-                    if row[i] is not None:
-                        row[i] = orjson.Fragment(row[i])
-                # Unknown keys are merged into the step object, so they must be decoded.
-                extra = row[extra_at]
-                row[extra_at] = None if extra in (None, EMPTY_OBJECT) else orjson.loads(extra)
-                row[bool_at] = bool(row[bool_at])
-                row[stamp_at] = _stamp_text(row[stamp_at])
-                yield dict(zip(STEP_COLUMNS, row, strict=True))
+            for pk, number, action, given, observed, cut, thought, reward, breakdown, time, ms, code, extra in rows:
+                if pk != current:
+                    if current is not None:
+                        yield current, steps
+                    current, steps = pk, []
+                steps.append(
+                    {
+                        "step": number,
+                        "action_type": action,
+                        "action_input": None if given is None else fragment(given),
+                        "observation": observed,
+                        "observation_truncated": bool(cut),
+                        "thought": thought,
+                        "reward": reward,
+                        "reward_breakdown": EMPTY_FRAGMENT if breakdown is None else fragment(breakdown),
+                        "timestamp": stamp(time),
+                        "duration_ms": ms,
+                        "exit_code": code,
+                        # Unknown keys are merged into the step object, so they must be decoded.
+                        "extra": None if extra is None else loads(extra),
+                    }
+                )
+    if current is not None:
+        yield current, steps
 
 
-def _stamp_text(value: str | datetime | None) -> str | None:
-    """PostgreSQL's formatted UTC text, or SQLite's naive UTC datetime -> ISO with Z."""
+def _as_is(value: str | None) -> str | None:
+    return value
+
+
+def _stamp_column(column: str, postgres: bool) -> str:
+    """A step's time as the database gives it: on PostgreSQL already as the line writes it (ISO,
+    UTC, "Z"); on SQLite as stored, not through the driver's datetime converter (parsing each
+    time and formatting it back cost more than the rest of a step's export)."""
+    if postgres:
+        utc = f"{column} AT TIME ZONE 'UTC'"
+        micro = f"CASE WHEN date_trunc('second', {column}) = {column} THEN '' ELSE to_char({utc}, '.US') END"
+        return f"""to_char({utc}, 'YYYY-MM-DD"T"HH24:MI:SS') || {micro} || 'Z'"""
+    return f"CAST({column} AS TEXT)"
+
+
+def _sqlite_stamp(value: str | None) -> str | None:
+    """SQLite's stored time, str() of the naive UTC time as Django wrote it, as format_time writes it."""
     if value is None:
         return None
-    if isinstance(value, datetime):
-        return format_time(value if value.tzinfo else value.replace(tzinfo=UTC))
-    text = value
-    if text.endswith(".000000"):
-        text = text[:-7]
-    return text + "Z"
+    # "YYYY-MM-DD HH:MM:SS[.ffffff]" with a four-digit year is the same text with a "T"; anything
+    # else goes the long way.
+    if len(value) in (19, 26) and value[10] == " " and value[0] != "0" and not value.endswith(".000000"):
+        return f"{value[:10]}T{value[11:]}Z"
+    parsed = datetime.fromisoformat(value)
+    return format_time(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))

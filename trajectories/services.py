@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import IO, Any
 
@@ -20,9 +21,9 @@ from django.utils import timezone
 
 from core import audit
 from core.audit import count_findings, record_redactions
-from core.redaction import Finding, redact_patch, redact_record, redact_text, rules_version
+from core.redaction import Finding, default, redact_patch, redact_record, redact_text, rules_version, strings
 from tasks.models import Task
-from trajectories.bulk import insert_steps, step_row
+from trajectories.bulk import insert_steps, insert_trajectories, refresh_statistics, step_row
 from trajectories.models import Trajectory, duplicate_rate
 from trajectories.schema import ClaimedOutcome, RecordError, check_record
 
@@ -55,25 +56,52 @@ STEP_JSON = ("action_input", "extra")
 
 
 def redact_trajectory_record(record: dict[str, Any]) -> list[Finding]:
-    """Redact a checked record in place; the findings name fields as `trajectory.steps[2].observation`."""
+    """Redact a checked record in place; the findings name fields as `trajectory.steps[2].observation`.
+
+    One scan of all the record's text finds the rules that can fire anywhere in it (a
+    core.redaction Scope): most records hold no rule's trigger and cost nothing more, and in
+    the others only the steps that hold one are redacted field by field.
+    """
+    top = [*(record[name] for name in RECORD_TEXT), record["patch"]]
+    top.extend(text for name in RECORD_JSON for text in strings(record[name]))
+    per_step = [_step_texts(step) for step in record["steps"]]
+    scope = default().scope(chain(top, chain.from_iterable(per_step)))
     findings: list[Finding] = []
-    for name in RECORD_TEXT:
-        record[name], found = redact_text(record[name], f"trajectory.{name}")
+    if not scope:
+        return findings
+    own = scope.narrow(top)
+    if own:
+        for name in RECORD_TEXT:
+            record[name], found = redact_text(record[name], f"trajectory.{name}", redactor=own)
+            findings.extend(found)
+        for name in RECORD_JSON:
+            record[name], found = redact_record(record[name], f"trajectory.{name}", redactor=own)
+            findings.extend(found)
+        # The patch is applied to the task's repository when it is scored: only what it adds changes.
+        record["patch"], found = redact_patch(record["patch"], "trajectory.patch", redactor=own)
         findings.extend(found)
-    for name in RECORD_JSON:
-        record[name], found = redact_record(record[name], f"trajectory.{name}")
-        findings.extend(found)
-    # The patch is applied to the task's repository when it is scored: only what it adds changes.
-    record["patch"], found = redact_patch(record["patch"], "trajectory.patch")
-    findings.extend(found)
-    for index, step in enumerate(record["steps"]):
+    for index, (step, texts) in enumerate(zip(record["steps"], per_step, strict=True)):
+        own = scope.narrow(texts)
+        if not own:
+            continue
         for name in STEP_TEXT:
-            step[name], found = redact_text(step[name], f"trajectory.steps[{index}].{name}")
+            step[name], found = redact_text(step[name], f"trajectory.steps[{index}].{name}", redactor=own)
             findings.extend(found)
         for name in STEP_JSON:
-            step[name], found = redact_record(step[name], f"trajectory.steps[{index}].{name}")
+            step[name], found = redact_record(step[name], f"trajectory.steps[{index}].{name}", redactor=own)
             findings.extend(found)
     return findings
+
+
+def _step_texts(step: dict[str, Any]) -> list[str]:
+    texts = [step["observation"], step["thought"]]
+    for name in STEP_JSON:
+        value = step[name]
+        if isinstance(value, str):
+            texts.append(value)
+        elif value:
+            texts.extend(strings(value))
+    return texts
 
 
 def _strip_nuls(value: Any) -> Any:
@@ -171,6 +199,7 @@ def import_trajectories(
                 chunk, chunk_steps = [], 0
         if chunk:
             _insert_chunk(chunk, tasks, result, allow_unknown_tasks)
+        refresh_statistics(result.steps)
         result.redacted = sum(n for (_rule, where), n in redactions.items() if "(kept" not in where)
         # A skipped duplicate was redacted and counted like the rest: the counts say what the
         # file held, which is what someone tracing a leaked secret needs.
@@ -207,8 +236,9 @@ def _insert_chunk(
             )
 
     now = timezone.now()
+    version = rules_version()  # every text field went through the rules in force
     fresh: list[dict[str, Any]] = []
-    rows: list[Trajectory] = []
+    rows: list[dict[str, Any]] = []
     for record in chunk:
         if record["trajectory_id"] in existing:
             result.skipped += 1
@@ -219,13 +249,14 @@ def _insert_chunk(
         fields["created_at"] = fields["created_at"] or now
         fields["step_count"] = len(record["steps"])
         fields["duplicate_rate"] = duplicate_rate([(st["action_type"], st["action_input"]) for st in record["steps"]])
-        fields["redacted_with"] = rules_version()  # every text field went through the rules in force
-        rows.append(Trajectory(task_id=link[0] if link else None, suite_id=link[1] if link else None, **fields))
+        fields["redacted_with"] = version
+        fields["task_id"], fields["suite_id"] = link if link else (None, None)
+        rows.append(fields)
         fresh.append(record)
     if not rows:
         return
-    Trajectory.objects.bulk_create(rows)
-    steps = [step_row(row.pk, step) for row, record in zip(rows, fresh, strict=True) for step in record["steps"]]
+    pks = insert_trajectories(rows)
+    steps = [step_row(pk, step) for pk, record in zip(pks, fresh, strict=True) for step in record["steps"]]
     insert_steps(steps)
     result.created += len(rows)
     result.steps += len(steps)
