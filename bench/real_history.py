@@ -1,92 +1,187 @@
-"""Real history: the newest candidates of the sqlparse bundle built, validated and scored.
+"""Real history: `build_tasks --from-git --validate` over every repository of the corpus.
 
-Acceptance (issue 19): of the newest 40 candidates, >= 30 valid tasks; every skipped candidate
-has its reason and none aborts the build; every valid task scores 1.0 with its expected patch
-and <= 0 with an empty one; validation time per candidate <= 2x the bare test runs it needs.
-Plain Python (no database): the builder, validation and scoring are what the commands call.
+The corpus is tests/fixtures/real-repos/: a git bundle of recent history per real repository,
+each listed in that folder's README.md table (upstream, licence, shape). Each repository is
+built in a child process of its own (bench/_real_history_child.py) into a suite of its own on
+a private SQLite database, with its newest MAX candidates: the repository gate first, then
+each candidate judged, built and validated, then each valid task's expected patch (and the
+empty one) scored with the reward.
 
-BENCH_REAL_HISTORY_MAX      candidates looked at (default 40)
+Per repository: the gate (passed, or its reason), candidates, kept (built), skipped by reason,
+valid, invalid by reason, expected = 1.0 rate, build and validation time, median statement
+quality (tasks.builders.statements.quality). Over the corpus, with checks: the share of
+candidates (commits that change code and tests) that became valid tasks (>= 40 %), the share of
+valid tasks whose expected patch scores 1.0 (100 %), empty patches above 0 (none) and crashes
+(none: a child that dies, an exception out of the command, a task that could not be validated
+or scored). With the defaults it takes about 20 minutes on 2 cores (load average 5): most of it
+validating the repositories with large suites (more-itertools, marko).
+`BENCH_REAL_HISTORY_ONLY=sqlparse BENCH_REAL_HISTORY_MAX=40` is issue 19's acceptance run (of
+sqlparse's newest 40 candidates, >= 30 valid tasks, each scoring 1.0 with its expected patch and
+<= 0 with an empty one).
+
+BENCH_REAL_HISTORY_MAX      candidates looked at per repository (default 6)
 BENCH_REAL_HISTORY_RUNS     validation runs each way (default 1)
+BENCH_REAL_HISTORY_JOBS     tasks validated at once (default: the command's, one per CPU)
+BENCH_REAL_HISTORY_ONLY     bundles to build, comma-separated names ("sqlparse,tomli"; default all)
 BENCH_REAL_HISTORY_SCORE    0 to skip scoring the valid tasks (default 1)
-BENCH_REAL_HISTORY_SYNTH    synthetic tasks to make from the bundle's HEAD and validate (default 10; 0: none)
+BENCH_REAL_HISTORY_TIMEOUT  seconds one repository may take (default 1200)
+BENCH_REAL_HISTORY_SYNTH    synthetic tasks to make from sqlparse's HEAD and validate (default 0: none)
 """
 
 from __future__ import annotations
 
+import json
 import os
-import shutil
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rewards.scoring import score_patch
-from rewards.spec import load_spec
-from tasks.builders import git_history, statements
-from tasks.builders.common import BuildError
-from tasks.builders.report import BuildReport
-from tasks.builders.synthetic import synthesize
-from tasks.spec import TaskSpec
-from tasks.validation import validate
+from bench.checks import check, load_average
 
-BUNDLE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "real-repos" / "sqlparse.bundle"
-MAX = int(os.environ.get("BENCH_REAL_HISTORY_MAX", "40"))
+REPO = Path(__file__).resolve().parent.parent
+CORPUS_DIR = REPO / "tests" / "fixtures" / "real-repos"
+MAX = int(os.environ.get("BENCH_REAL_HISTORY_MAX", "6"))
 RUNS = int(os.environ.get("BENCH_REAL_HISTORY_RUNS", "1"))
+JOBS = int(os.environ.get("BENCH_REAL_HISTORY_JOBS", "0"))
+ONLY = [n for n in os.environ.get("BENCH_REAL_HISTORY_ONLY", "").split(",") if n]
 SCORE = os.environ.get("BENCH_REAL_HISTORY_SCORE", "1") != "0"
-SYNTH = int(os.environ.get("BENCH_REAL_HISTORY_SYNTH", "10"))
-NAME = "andialbrecht/sqlparse"
+TIMEOUT = int(os.environ.get("BENCH_REAL_HISTORY_TIMEOUT", "1200"))
+SYNTH = int(os.environ.get("BENCH_REAL_HISTORY_SYNTH", "0"))
+TARGET_VALID_SHARE = 40.0
+# A row of the README's corpus table: | `name.bundle` | <https://github.com/owner/name> | SPDX | ...
+CORPUS_ROW = re.compile(r"^\|\s*`(?P<bundle>[\w.-]+\.bundle)`\s*\|\s*<https://github\.com/(?P<repo>[\w.-]+/[\w.-]+)>\s*\|"
+                        r"\s*(?P<licence>[\w.-]+)\s*\|")  # fmt: skip
 
 
-def _bare_run(task_dir: Path, patched: bool, scratch: Path) -> float:
-    """One plain pytest run of the task on the host, as validation's sandboxed run does it."""
-    work = scratch / f"bare-{task_dir.name}-{patched}"
-    shutil.copytree(task_dir / "repo_snapshot", work)
-    if patched:
-        subprocess.run(["git", "apply", str(task_dir / "expected_patch")], cwd=work, check=True)
-    metadata_dest = TaskSpec.from_task_dir(task_dir).tests_dest
-    shutil.copytree(task_dir / "tests", work / metadata_dest, dirs_exist_ok=True)
+@dataclass(frozen=True)
+class CorpusRepo:
+    """One repository of the corpus, as its README row names it."""
+
+    bundle: Path
+    repo: str  # owner/name upstream
+    licence: str  # SPDX id, from the repository's own LICENSE file
+
+    @property
+    def name(self) -> str:
+        return self.bundle.name.removesuffix(".bundle")
+
+
+def corpus(directory: Path = CORPUS_DIR) -> list[CorpusRepo]:
+    """Every repository the README's corpus table lists, in its order."""
+    found = []
+    for line in (directory / "README.md").read_text().splitlines():
+        row = CORPUS_ROW.match(line)
+        if row:
+            found.append(CorpusRepo(directory / row["bundle"], row["repo"], row["licence"]))
+    return found
+
+
+def _one(repo: CorpusRepo, scratch: Path) -> dict[str, Any]:
+    """One repository built in a child process; whatever kills the child is its crash."""
+    out = scratch / f"{repo.name}.json"
+    row: dict[str, Any] = {"bundle": str(repo.bundle), "repo": repo.repo, "licence": repo.licence, "name": repo.name}
+    row |= {"scratch": str(scratch), "max": MAX, "runs": RUNS, "jobs": JOBS, "score": SCORE}
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
+        "CRUCIBLE_VAR_DIR": str(scratch / "var"),
+        "CRUCIBLE_INSTANCE": "crucible-bench-real-history",
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(REPO),
+    }
     started = time.perf_counter()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench._real_history_child", json.dumps(row), str(out)],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+        failure = "" if done.returncode == 0 else f"exit {done.returncode}: {done.stderr[-2000:]}"
+    except subprocess.TimeoutExpired:
+        failure = f"took over {TIMEOUT} s"
+    if failure or not out.is_file():
+        return {"bundle": repo.bundle.name, "repo": repo.repo, "crash": failure or "no result written", "tasks": {}}
+    result: dict[str, Any] = json.loads(out.read_text())
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def _row(result: dict[str, Any]) -> dict[str, Any]:
+    """The per-repository line of the summary."""
+    report = result.get("report", {})
+    gate = result.get("gate") or {}
+    tasks = result["tasks"].values()
+    valid = [t for t in tasks if t["status"] == "valid"]
+    scored = [t for t in valid if "expected" in t]
+    return {
+        "gate": "passed" if gate.get("passed") else (gate.get("reason") or "did not run"),
+        "gate_tests": gate.get("outcomes", {}),
+        "gate_s": gate.get("seconds"),
+        "candidates": report.get("candidates", 0),
+        "kept": report.get("built", 0),
+        "skipped_by_reason": report.get("skipped_by_reason", {}),
+        "valid": len(valid),
+        "invalid_by_reason": report.get("invalid_by_reason", {}),
+        "expected_1": sum(1 for t in scored if t["expected"] == 1.0),
+        "scored": len(scored),
+        "expected_1_rate": round(sum(1 for t in scored if t["expected"] == 1.0) / len(scored), 3) if scored else None,
+        "build_s": result.get("build_s"),
+        "validate_s": result.get("validate_s"),
+        "statement_quality_median": result.get("statement_quality_median"),
+        "crashes": _crashes(result),
+    }
+
+
+def _crashes(result: dict[str, Any]) -> list[str]:
+    found = [f"build: {result['crash'][-300:]}"] if result.get("crash") else []
+    for task_id, task in result["tasks"].items():
+        if task["status"] == "error":
+            found.append(f"{task_id}: could not be validated: {'; '.join(task['reasons'])[:300]}")
+        if "score_crash" in task:
+            found.append(f"{task_id}: could not be scored: {task['score_crash'][-300:]}")
+    return found
+
+
+def table(rows: dict[str, dict[str, Any]]) -> str:
+    """The per-repository figures as a fixed-width table, for the log and the report."""
+    head = f"{'repository':<16} {'gate':<10} {'cand':>4} {'kept':>4} {'valid':>5} {'exp=1':>5} {'build s':>7} "
+    lines = [head + f"{'valid s':>7} {'stmt q':>6}  skipped / invalid"]
+    for name, r in rows.items():
+        gate = "passed" if r["gate"] == "passed" else "FAILED"
+        expected = f"{r['expected_1']}/{r['scored']}" if r["scored"] else "-"
+        why = ", ".join(f"{n} {k[:40]}" for k, n in {**r["skipped_by_reason"], **r["invalid_by_reason"]}.items())
+        lines.append(
+            f"{name:<16} {gate:<10} {r['candidates']:>4} {r['kept']:>4} {r['valid']:>5} {expected:>5} "
+            f"{r['build_s'] or 0:>7.1f} {r['validate_s'] or 0:>7.1f} {r['statement_quality_median'] or 0:>6.2f}  {why}"
+        )
+    return "\n".join(lines)
+
+
+def _synthetic(scratch: Path) -> dict[str, Any]:
+    """`synth_tasks` on sqlparse's HEAD: how many of SYNTH mutants the tests notice become valid tasks."""
+    from tasks.builders.report import BuildReport
+    from tasks.builders.synthetic import synthesize
+    from tasks.spec import TaskSpec
+    from tasks.validation import validate
+
+    clone = scratch / "synthetic-sqlparse"
     subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
-        cwd=work,
-        capture_output=True,
-        # Plugin autoload off, as in the sandbox: Crucible's venv carries plugins (pytest-django,
-        # hypothesis, playwright...) whose import alone costs ~0.7 s a run and would flatter the ratio.
-        env={"PATH": os.environ["PATH"], "HOME": str(scratch), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
-        timeout=600,
+        ["git", "clone", "-q", str(CORPUS_DIR / "sqlparse.bundle"), str(clone)], check=True, capture_output=True
     )
-    took = time.perf_counter() - started
-    shutil.rmtree(work, ignore_errors=True)
-    return took
-
-
-def _build(clone: Path, out: Path) -> BuildReport:
-    found = git_history.candidates(clone)[:MAX]
-    report = BuildReport("git_history", NAME, {"max": MAX}, candidates=len(found))
-    for candidate in found:
-        try:
-            skip = git_history.judge(clone, candidate, 10, 400)
-            if skip is not None:
-                report.skip(candidate.commit, candidate.subject, *skip)
-                continue
-            task_dir = git_history.build_task(clone, candidate, out, {}, NAME, "BSD-3-Clause")
-        except (BuildError, OSError) as exc:
-            report.skip(candidate.commit, candidate.subject, git_history.SkipReason.BUILD_ERROR, str(exc))
-            continue
-        report.built.append(task_dir.name)
-    return report
-
-
-def _synthetic(clone: Path, out: Path) -> dict[str, Any]:
-    """`synth_tasks` on the bundle's HEAD: how many of SYNTH mutants the tests notice become valid tasks."""
     started = time.perf_counter()
-    report = BuildReport("synthetic_mutation", NAME)
-    built = synthesize(clone, SYNTH, 0, out, name=NAME, report=report)
+    report = BuildReport("synthetic_mutation", "andialbrecht/sqlparse")
+    built = synthesize(clone, SYNTH, 0, scratch / "synthetic", name="andialbrecht/sqlparse", report=report)
     statuses: Counter[str] = Counter()
     for task_dir in built:
         result = validate(
@@ -108,69 +203,72 @@ def _synthetic(clone: Path, out: Path) -> dict[str, Any]:
 
 
 def run() -> dict[str, Any]:
-    spec = load_spec()
+    listed = corpus()
+    unknown = sorted(set(ONLY) - {r.name for r in listed})
+    if unknown:
+        raise ValueError(f"BENCH_REAL_HISTORY_ONLY: no such bundle {unknown}; the corpus: {[r.name for r in listed]}")
+    repos = [r for r in listed if not ONLY or r.name in ONLY]
+    results: dict[str, dict[str, Any]] = {}
     rows: dict[str, dict[str, Any]] = {}
+    load = [load_average()]
     with tempfile.TemporaryDirectory(prefix="crucible-bench-history-") as name:
         scratch = Path(name)
-        clone = scratch / "sqlparse"
-        subprocess.run(["git", "clone", "-q", str(BUNDLE), str(clone)], check=True, capture_output=True)
-        started = time.perf_counter()
-        report = _build(clone, scratch / "tasks")
-        build_s = time.perf_counter() - started
-        for task_id in report.built:
-            task_dir = scratch / "tasks" / task_id
-            task = TaskSpec.from_task_dir(task_dir)
-            statement, patch = (task_dir / "task.md").read_text(), (task_dir / "expected_patch").read_text()
-            started = time.perf_counter()
-            result = validate(
-                task, statement, patch, declared_license="BSD-3-Clause", license_allowlist=["BSD-3-Clause"], runs=RUNS
-            )
-            took = time.perf_counter() - started
-            reasons = [c.reason for c in result.checks if not c.ok and c.hard]
-            report.validated(task_id, result.status, reasons)
-            row: dict[str, Any] = {
-                "status": result.status,
-                "reasons": reasons,
-                "validate_s": round(took, 2),
-                "statement_quality": statements.quality(statement, patch)["score"],
-                "statement": statement[:600],
-            }
-            if result.status == "valid":
-                # The bare runs validation needs: `RUNS` each way.
-                bare = RUNS * (_bare_run(task_dir, False, scratch) + _bare_run(task_dir, True, scratch))
-                row |= {"bare_runs_s": round(bare, 2), "ratio": round(took / bare, 2)}
-                if SCORE:
-                    scored = replace(
-                        task, fail_to_pass=tuple(result.fail_to_pass), pass_to_pass=tuple(result.pass_to_pass)
-                    )
-                    row["expected"] = score_patch(scored, patch, spec).reward
-                    row["empty"] = score_patch(scored, "", spec).reward
-            rows[task_id] = row
+        for repo in repos:
+            results[repo.name] = _one(repo, scratch)
+            rows[repo.name] = _row(results[repo.name])
+            load.append(load_average())
             # Progress as it goes: a full run takes many minutes.
-            print(f"real_history: {task_id} {row}", file=sys.stderr, flush=True)
-        synthetic = _synthetic(clone, scratch / "synthetic") if SYNTH else {}
-    data = report.to_json()
-    valid = [r for r in rows.values() if r["status"] == "valid"]
-    ratios = [float(r["ratio"]) for r in valid]
+            print(f"real_history: {repo.name} {json.dumps(rows[repo.name])}", file=sys.stderr, flush=True)
+        synthetic = _synthetic(scratch) if SYNTH else {}
+    candidates = sum(r["candidates"] for r in rows.values())
+    valid = sum(r["valid"] for r in rows.values())
+    scored = sum(r["scored"] for r in rows.values())
+    expected_1 = sum(r["expected_1"] for r in rows.values())
+    crashes = [f"{name}: {c}" for name, r in rows.items() for c in r["crashes"]]
+    empty_above_0 = sorted(k for res in results.values() for k, t in res["tasks"].items() if t.get("empty", 0) > 0)
+    expected_not_1 = sorted(
+        k for res in results.values() for k, t in res["tasks"].items() if "expected" in t and t["expected"] != 1.0
+    )
+    share = 100 * valid / candidates if candidates else 0.0
+    expected_rate = 100 * expected_1 / scored if scored else 0.0
+    print(table(rows), file=sys.stderr, flush=True)
     return {
-        "bundle": str(BUNDLE.name),
-        "runs_each_way": RUNS,
-        "build_s": round(build_s, 1),
-        "report": data,
-        "tasks": rows,
+        "options": {"max": MAX, "runs_each_way": RUNS, "jobs": JOBS or "default", "score": SCORE},
+        "repositories": rows,
+        "results": results,
+        "table": table(rows),
         "synthetic": synthetic,
         "summary": {
-            "synthetic_valid": synthetic.get("statuses", {}).get("valid"),
-            "candidates": data["candidates"],
-            "built": data["built"],
-            "valid": len(valid),
-            "skipped_by_reason": data["skipped_by_reason"],
-            "invalid_by_reason": dict(Counter(r for row in rows.values() for r in row["reasons"])),
-            "expected_not_1": sorted(k for k, r in rows.items() if "expected" in r and r["expected"] != 1.0),
-            "empty_above_0": sorted(k for k, r in rows.items() if "empty" in r and r["empty"] > 0),
-            "median_ratio": round(statistics.median(ratios), 2) if ratios else None,
-            "median_validate_s": round(statistics.median([r["validate_s"] for r in rows.values()]), 2)
-            if rows
+            "repositories": len(rows),
+            "gate_passed": sum(1 for r in rows.values() if r["gate"] == "passed"),
+            "candidates": candidates,
+            "kept": sum(r["kept"] for r in rows.values()),
+            "valid": valid,
+            "valid_share_pct": round(share, 1),
+            "expected_1_pct": round(expected_rate, 1),
+            "expected_not_1": expected_not_1,
+            "empty_above_0": empty_above_0,
+            "crashes": len(crashes),
+            "crash_details": crashes,
+            "skipped_by_reason": dict(
+                sum((Counter(r["skipped_by_reason"]) for r in rows.values()), Counter()).most_common()
+            ),
+            "invalid_by_reason": dict(
+                sum((Counter(r["invalid_by_reason"]) for r in rows.values()), Counter()).most_common()
+            ),
+            "median_statement_quality": round(
+                statistics.median([t["statement_quality"] for res in results.values() for t in res["tasks"].values()]),
+                2,
+            )
+            if any(res["tasks"] for res in results.values())
             else None,
+            "synthetic_valid": synthetic.get("statuses", {}).get("valid"),
+            "load_average_max": max(load),
         },
+        "checks": [
+            check("valid tasks / candidates, corpus", share, TARGET_VALID_SHARE, better="higher", unit="%"),
+            check("valid tasks whose expected patch scores 1.0", expected_rate, 100.0, better="higher", unit="%"),
+            check("valid tasks whose empty patch scores > 0", len(empty_above_0), 0, better="lower"),
+            check("crashes (builder, validation, scoring)", len(crashes), 0, better="lower"),
+        ],
     }
