@@ -392,6 +392,9 @@ def redact_patch(diff: str, where: str, *, redactor: Redacts | None = None) -> t
     return "\n".join(out), findings
 
 
+_TEXT_OR_CONTAINER = (str, dict, list)
+
+
 def redact_record(record: Any, where: str, *, redactor: Redacts | None = None) -> tuple[Any, list[Finding]]:
     if isinstance(record, str):
         return redact_text(record, where, redactor=redactor)
@@ -399,16 +402,19 @@ def redact_record(record: Any, where: str, *, redactor: Redacts | None = None) -
         findings: list[Finding] = []
         out_dict: dict[Any, Any] = {}
         for key, value in record.items():
-            out_dict[key], found = redact_record(value, f"{where}.{key}" if where else str(key), redactor=redactor)
-            findings.extend(found)
+            if isinstance(value, _TEXT_OR_CONTAINER):  # numbers, booleans and nulls hold no text
+                value, found = redact_record(value, f"{where}.{key}" if where else str(key), redactor=redactor)
+                findings.extend(found)
+            out_dict[key] = value
         return out_dict, findings
     if isinstance(record, list):
         findings = []
         out_list: list[Any] = []
         for index, value in enumerate(record):
-            clean, found = redact_record(value, f"{where}[{index}]", redactor=redactor)
-            out_list.append(clean)
-            findings.extend(found)
+            if isinstance(value, _TEXT_OR_CONTAINER):
+                value, found = redact_record(value, f"{where}[{index}]", redactor=redactor)
+                findings.extend(found)
+            out_list.append(value)
         return out_list, findings
     return record, []
 
