@@ -7,10 +7,11 @@ Interface (stable; the rules behind it grow):
 - `redact_text(text, where)` -> `(clean_text, findings)`
 - `redact_record(record, where)` -> `(clean_record, findings)`, walking every string in a
   JSON-like value; `where` names the field path prefix ("trajectory.steps[3].observation").
-- `redactor.scope(strings)` -> a `Scope` with the same `redact`, for strings scanned together.
 - `redact_patch(diff, where)`: a unified diff keeps its context and removed lines (they are
   copies of the repository the task runs on, and a changed one no longer applies); only what
   the patch adds is redacted, what the others hold is reported as found.
+- `default().scope(texts)` -> a `Scope`, taken by the three above as `redactor=`: the same
+  results for any of `texts` (a record's, `strings(value)` for a JSON value), scanned together.
 A `Finding` names the rule, where it was and a short fingerprint of the match, never the
 matched text itself: the audit log must not become the place secrets are kept.
 
