@@ -117,7 +117,7 @@ def nodeid(file: str, classname: str, name: str) -> str:
         inner = classname[len(module) :].strip(".")
         if inner:
             parts += inner.split(".")
-    elif collected := _collected_under(classname):
+    elif module and (collected := _collected_under(classname)):
         parts = collected
     elif not file:
         parts.append(classname)

@@ -148,3 +148,14 @@ def test_tests_inherited_from_a_mixin_in_another_module_keep_one_id_per_class(tm
         "tests/test_b.py::TestB::test_one", "tests/test_b.py::TestB::test_two",
     ]  # fmt: skip
     assert report.inconsistencies == [] and report.valid
+
+
+def test_a_text_files_doctest_keeps_the_id_pytest_gives_it(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "README.rst").write_text("Adding::\n\n    >>> 1 + 1\n    2\n")
+    (repo / "docs" / "usage.txt").write_text(">>> 2 * 3\n6\n")
+    with Sandbox(repo, BwrapBackend(), limits=SMALL) as box:
+        report = box.run_tests(("--doctest-glob=*.rst", "--doctest-glob=*.txt", "README.rst", "docs/usage.txt"))
+    assert sorted(report.tests) == ["README.rst::README.rst", "docs/usage.txt::usage.txt"]
+    assert report.valid and all(t.outcome == Outcome.PASSED for t in report.tests.values())

@@ -47,6 +47,9 @@ def test_node_ids_cover_classes_and_parameters() -> None:
     assert nodeid("tests/__init__.py", "tests.test_a.TestA", "test_one") == "tests/test_a.py::TestA::test_one"
     assert nodeid("tests/shared.py", "tests.test_a", "test_f") == "tests/test_a.py::test_f"
     assert nodeid("tests/test_xy.py", "tests.test_x.TestC", "test_b") == "tests/test_x.py::TestC::test_b"
+    # A doctest of a text file (--doctest-glob) is keyed by the file itself, as pytest keys it.
+    assert nodeid("README.rst", "README.rst", "README.rst") == "README.rst::README.rst"
+    assert nodeid("docs/usage.txt", "docs.usage.txt", "usage.txt") == "docs/usage.txt::usage.txt"
 
 
 def test_a_run_that_lies_about_its_exit_status_is_flagged(box: Sandbox) -> None:
