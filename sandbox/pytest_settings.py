@@ -126,9 +126,12 @@ def _path(where: str, value: str) -> None:
 
 def read_settings(repo: Path) -> tuple[PytestSettings, list[str], str]:
     """(the settings carried, what was ignored, the file they came from) for `repo`'s pytest
-    configuration, found as pytest finds it: the first of pytest.ini, .pytest.ini, pyproject.toml
-    ([tool.pytest.ini_options]), tox.ini ([pytest]), setup.cfg ([tool:pytest])."""
+    configuration, found as pytest finds it: the first of pytest.toml, .pytest.toml, pytest.ini,
+    .pytest.ini, pyproject.toml ([tool.pytest.ini_options], or pytest 9's [tool.pytest]), tox.ini
+    ([pytest]), setup.cfg ([tool:pytest])."""
     for name, reader in (
+        ("pytest.toml", _pytest_toml),
+        (".pytest.toml", _pytest_toml),
         ("pytest.ini", _ini("pytest")),
         (".pytest.ini", _ini("pytest")),
         ("pyproject.toml", _pyproject),
@@ -168,11 +171,25 @@ def _ini(section: str) -> Any:
 
 
 def _pyproject(text: str) -> dict[str, object] | None:
+    """[tool.pytest.ini_options], else pytest 9's native [tool.pytest] table."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return None
-    table = data.get("tool", {}).get("pytest", {}).get("ini_options")
+    tool = data.get("tool", {})
+    pytest = tool.get("pytest") if isinstance(tool, dict) else None
+    if not isinstance(pytest, dict):
+        return None
+    table = pytest.get("ini_options", pytest)
+    return table if isinstance(table, dict) and table else None
+
+
+def _pytest_toml(text: str) -> dict[str, object] | None:
+    """pytest.toml / .pytest.toml (pytest 9): a [pytest] table."""
+    try:
+        table = tomllib.loads(text).get("pytest")
+    except tomllib.TOMLDecodeError:
+        return None
     return table if isinstance(table, dict) else None
 
 

@@ -46,7 +46,8 @@ class SkipReason(StrEnum):
 
 # A subject that names a release or a version bump: its code change is the version, not a fix.
 HOUSEKEEPING_SUBJECT = re.compile(
-    r"^\s*(?:\[release\]|release\s*(?:v?\d|notes\b|:|$)|releasing\s+v?\d|"
+    # A conventional-commit type ("chore: ", "build(deps): ") may lead any of them.
+    r"^\s*(?:[a-z]+(?:\([^)]*\))?!?:\s*)?(?:\[release\]|release\s*(?:v?\d|notes\b|:|$)|releasing\s+v?\d|"
     r"bump(?:ed|s)?\s+(?:the\s+)?version|bump(?:ed|s)?\s+(?:to\s+)?v?\d|bump(?:ed|s)?\s+\S+\s+from\s+\S+\s+to\b|"
     r"(?:prepare|preparing)\s+(?:for\s+)?(?:the\s+)?(?:v?\d[\w.]*\s+)?release|v?\d+\.\d+(?:\.\d+)*(?:[a-z]+\d*)?\s*$|"
     r"version\s+v?\d|update\s+(?:the\s+)?(?:changelog|changes|news|version)\b|merge\s+(?:branch|pull\s+request)\b)",

@@ -314,3 +314,18 @@ def test_commits_not_worth_a_task_are_skipped_with_their_reason(tmp_path: Path) 
     assert verdicts["format"] is not None and verdicts["format"][0] == git_history.SkipReason.NO_BEHAVIOUR_CHANGE
     assert verdicts["docs"] == (git_history.SkipReason.TOOLING_ONLY, "docs/conf.py")
     assert verdicts["fix"] is None
+
+
+@pytest.mark.parametrize(
+    ("subject", "housekeeping"),
+    [
+        ("chore: prepare 2.2.4 release (#276)", True),
+        ("build(deps): bump requests from 2.31.0 to 2.32.0", True),
+        ("chore(release): 1.2.3", True),
+        ("fix: release the lock before closing", False),
+        ("fix(parser): version parsing of pre-releases", False),
+        ("Release the lock before closing", False),
+    ],
+)
+def test_conventional_commit_releases_are_housekeeping_and_fixes_are_not(subject: str, housekeeping: bool) -> None:
+    assert bool(git_history.HOUSEKEEPING_SUBJECT.search(subject)) == housekeeping

@@ -458,3 +458,20 @@ def test_a_suite_built_without_what_its_tests_need_is_repaired_in_place(tmp_path
     assert "0 task(s) given a new environment, 1 unchanged" in again.getvalue()
     with pytest.raises(CommandError, match="no suite 'nope'"):
         call_command("build_env", "--suite", "nope", stdout=io.StringIO())
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("pyproject.toml", '[tool.pytest]\ntestpaths = ["tests"]\naddopts = ["--import-mode=importlib"]\n'),
+        ("pytest.toml", '[pytest]\ntestpaths = ["tests"]\naddopts = ["--import-mode=importlib"]\n'),
+    ],
+)
+def test_pytest_9s_native_toml_settings_are_read_before_older_files(tmp_path: Path, name: str, text: str) -> None:
+    from sandbox.pytest_settings import read_settings
+
+    (tmp_path / name).write_text(text)
+    (tmp_path / "tox.ini").write_text("[pytest]\naddopts = --doctest-modules\n")  # lower in pytest's order
+    settings, _, found = read_settings(tmp_path)
+    assert found == name and dict(settings.ini)["testpaths"] == ("tests",)
+    assert settings.args == ("--import-mode=importlib",)
