@@ -74,6 +74,27 @@ def test_weights_off_the_grid_are_left_as_they_are_unless_int4_is_asked_for(tmp_
     assert HFPolicy(str(tiny), dtype="int4").describe()["dtype"] == "int4"
 
 
+def test_an_int4_decoding_step_runs_on_one_thread_and_gives_the_threads_back(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(make_tiny_model(tmp_path / "tiny")).eval()
+    assert quantized.to_int4(model, only_if_on_grid=False)
+    seen: list[int] = []
+    model.model.layers[0].register_forward_hook(lambda *_: seen.append(torch.get_num_threads()))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.inference_mode():
+            model(input_ids=torch.ones(1, 1, dtype=torch.long))  # a decoding step
+            model(input_ids=torch.ones(1, 40, dtype=torch.long))  # a prompt
+            with pytest.raises(IndexError):
+                model(input_ids=torch.full((1, 1), 10**6, dtype=torch.long))  # no such token
+        assert seen == [1, 2]
+        assert torch.get_num_threads() == 2  # also after the failed step
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_a_layer_the_kernel_cannot_take_keeps_the_model_in_float32(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 

@@ -7,12 +7,12 @@ GGUF file (scripts/fetch_model.py) whose linear layers are Q4_1 (blocks of 32 we
 a scale times a signed byte), so its float32 weights lie exactly on those grids and go back into
 them without moving: about 100 MB read a token.
 
-The kernel is torch's own for 4-bit weights on a CPU (`_weight_int4pack_mm_for_cpu`, what torchao
-calls), fast only with bfloat16 inputs (float32 ones ran 30 times slower, 91 against 3 ms for the
-model's layers). So each converted layer takes its input in bfloat16 and gives its output back in
-the model's dtype; norms, attention and the residual stream stay float32. A greedy reply is then as
-close to float32's as bfloat16 arithmetic allows: where two tokens are nearly tied it may take the
-other one (bench/model_speed.py measures how often).
+The kernel is torch's own for 4-bit weights on a CPU (`_weight_int4pack_mm_for_cpu`), fast only
+with bfloat16 inputs (float32 ones ran 30 times slower: 91 against 3 ms for the model's layers). So
+each converted layer takes its input in bfloat16 and gives its output back in the model's dtype;
+norms, attention and the residual stream stay float32. A greedy reply is then as close to float32's
+as bfloat16 arithmetic allows: where two tokens are nearly tied it may take the other one
+(bench/model_speed.py measures how often).
 
 For inference only: the checkpoint on disk is never touched, and trainers load their own float32
 copy.
@@ -28,8 +28,8 @@ from torch import nn
 
 GROUP = 32  # weights sharing one scale: GGUF's block, and a group size the kernel takes
 # The 4-bit kernel is built for a few rows (decoding); past this many (a prompt), a bfloat16 matrix
-# product over the same weights is faster: at 64 rows 36 against 23 ms for 70 of the model's layers,
-# at 1,000 rows 530 against 396 (bench/model_speed.py's agent prompt is ~1,000 tokens).
+# product over the same weights is faster. CPU time for 70 of the model's layers: even at 32 rows,
+# 36 against 23 ms at 64, 530 against 396 at 1,000 (the agent's first prompt is ~1,000 tokens).
 DENSE_ROWS = 32
 # A weight that came from the format sits on its level up to float rounding (exactly, for every weight
 # of the bundled model); one a training step moved is anywhere between two.
@@ -97,7 +97,8 @@ def _pack(levels: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor) -> tupl
 
 
 class Int4Linear(nn.Module):
-    """A linear layer on the Q4_1 grid: 4.5 bits a weight where float32 reads 32."""
+    """A linear layer on the Q4_1 grid: 5 bits read a weight (4, and a scale and zero per 32) where
+    float32 reads 32."""
 
     packed: torch.Tensor
     scales_and_zeros: torch.Tensor
@@ -128,8 +129,8 @@ class Int8Head(nn.Module):
     """The output layer on the Q8_0 grid, as two 4-bit halves through the same kernel in one call.
 
     A level -127..127 is 16 * high + low with high in -8..7 and low in 0..15; the kernel gives both
-    halves' products side by side and their sum is the layer's. 9 bits a weight, where bfloat16
-    would read 16 of the model's largest matrix every token.
+    halves' products side by side and their sum is the layer's. 10 bits read a weight, where
+    bfloat16 would read 16 of the model's largest matrix every token (and lose the levels' last bits).
     """
 
     packed: torch.Tensor
@@ -182,4 +183,30 @@ def to_int4(model: nn.Module, *, only_if_on_grid: bool) -> bool:
             swaps.append((parent, name, Int8Head(child, grid) if child is head else Int4Linear(child, grid)))
     for parent, name, replacement in swaps:
         setattr(parent, name, replacement)
+    if swaps:
+        _decode_on_one_thread(model)
     return bool(swaps)
+
+
+def _decode_on_one_thread(model: nn.Module) -> None:
+    """Run each forward of a few tokens (a decoding step) on one thread, then restore the count.
+
+    A step of the int4 model is ~200 kernels of ~20 µs each: waking a second thread for each costs
+    about what it saves, and where cores are shared (other rollouts, their sandboxes) the woken
+    thread waits for a core while every kernel waits for it. Short chat under load 8-16 on 2 cores:
+    32 against 17 tokens/s. A prompt's products are compute-bound and keep the process's threads.
+    """
+    saved: list[int] = []
+
+    def before(_module: nn.Module, _args: tuple[object, ...], kwargs: dict[str, object]) -> None:
+        ids = kwargs.get("input_ids")
+        if isinstance(ids, torch.Tensor) and ids.numel() <= DENSE_ROWS:
+            saved.append(torch.get_num_threads())
+            torch.set_num_threads(1)
+
+    def after(_module: nn.Module, _args: tuple[object, ...], _kwargs: dict[str, object], _out: object) -> None:
+        if saved:
+            torch.set_num_threads(saved.pop())
+
+    model.register_forward_pre_hook(before, with_kwargs=True)
+    model.register_forward_hook(after, with_kwargs=True, always_call=True)
