@@ -1,4 +1,4 @@
-"""Fast insertion of trajectories and steps: COPY on PostgreSQL, executemany elsewhere.
+"""Fast insertion of trajectories and steps: binary COPY on PostgreSQL, executemany elsewhere.
 
 Steps are the one table that grows by hundreds of thousands of rows per import;
 building a Django model instance per row costs more than the database's own work,
