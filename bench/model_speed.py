@@ -1,10 +1,26 @@
-"""The bundled model as a policy: generation speed here, and an hf rollout of 5 steps on one demo task.
+"""The bundled model as a policy: tokens/s by number format, how often int4's greedy tokens are
+float32's, and an hf rollout of 5 steps on one demo task.
 
-Speed: greedy, NEW_TOKENS new tokens (forced: no early stop), after a warm-up, median of 3, for
-the settings the hf policy uses (float32, trajectories.policies.hf.torch_threads()) and a few
-alternatives (threads, bfloat16, a static KV cache) on a short chat (decode speed); the policy's
-settings also on the agent's real first prompt with the tool schemas (~1k tokens, prefill
-included: what a step costs). Target (issue 18): >= 20 tokens/s decode on an idle machine.
+Speed: greedy, NEW_TOKENS new tokens (forced: no early stop), after a warm-up, in ROUNDS
+interleaved rounds (each round runs every variant once on each prompt, back to back, so machine
+load hits them alike), medians. The variants, all on the same weights under the process's torch
+threads (the policy's; int4 takes one for a decoding step, trajectories.policies.quantized):
+
+- `today`: the hf policy in float32, what it decoded in before int4 (Crucible's loader, transformers
+  generate);
+- `hf`: the hf policy as configured (CRUCIBLE_HF_DTYPE, default auto: int4 for the bundled model);
+- `bfloat16`: the hf policy in bfloat16, what auto picked on a CPU with bfloat16 kernels before;
+- `bare_float32`: plain transformers, from_pretrained and generate, no Crucible code;
+- `bare_int4`: plain transformers with the int4 layers put in by hand (quantized.to_int4), no policy.
+
+The prompts: a short chat (decoding speed) and the agent's real first prompt with the tool schemas
+(~1k tokens, the prompt's prefill included: what a step costs). Checks: hf tokens/s >= 2x today's,
+on each.
+
+Agreement: greedy replies to the agent's first prompt on AGREEMENT_TASKS demo tasks, of float32
+against hf's and bfloat16's: how many are the same token for token, and the share of positions
+where the variant's next token (given float32's reply so far) is float32's.
+
 Rollout: one hf trajectory of at most 5 steps on task_0001 (a private SQLite database), wall time
 and the per-step model figures the batch page shows.
 
@@ -20,14 +36,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.checks import check, load_average
+
 REPO = Path(__file__).resolve().parent.parent
 NEW_TOKENS = 64
+ROUNDS = 5
+AGREEMENT_TASKS = 8  # demo tasks whose first prompt is replied to in both formats
+AGREEMENT_TOKENS = 48
 ROLLOUT_STEPS = 5
-TARGET_TOKENS_PER_S = 20.0
-WARM_UP_LIMIT_S = 20.0
+TARGET_RATIO = 2.0
+FLOOR = "float32 transformers generate, same prompt, same run"
 
 
 def run() -> dict[str, Any]:
@@ -54,87 +76,188 @@ def run() -> dict[str, Any]:
     return result
 
 
-def _speed(model_path: str) -> dict[str, Any]:
-    import torch
+@dataclass
+class Variant:
+    """One way of generating: a model, and the special tokens a greedy call needs."""
 
+    name: str
+    model: Any
+    eos_ids: list[int]
+    pad_id: int
+    number_format: str
+
+    def seconds(self, enc: Any, n: int) -> float:
+        """Seconds to generate exactly `n` tokens, greedy."""
+        import torch
+        from transformers import GenerationConfig
+
+        config = GenerationConfig(
+            max_new_tokens=n, min_new_tokens=n, do_sample=False, eos_token_id=self.eos_ids, pad_token_id=self.pad_id
+        )
+        started = time.perf_counter()
+        with torch.inference_mode():
+            self.model.generate(**enc, generation_config=config)
+        return time.perf_counter() - started
+
+
+def _variants(model_path: str) -> list[Variant]:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from trajectories.policies import quantized
+    from trajectories.policies.hf import NumberFormat, loaded_model
+    from trajectories.policies.registry import hf_number_format
+
+    variants = []
+    for name, fmt in (("today", NumberFormat.FLOAT32), ("hf", hf_number_format()), ("bfloat16", NumberFormat.BFLOAT16)):
+        loaded = loaded_model(model_path, fmt, "cpu")  # the first load sizes torch's threads for all
+        variants.append(Variant(name, loaded.model, loaded.eos_ids, loaded.pad_id, loaded.number_format))
+    eos_ids, pad_id = variants[0].eos_ids, variants[0].pad_id
+    bare = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    variants.append(Variant("bare_float32", bare, eos_ids, pad_id, "float32"))
+    bare_int4 = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    quantized.to_int4(bare_int4, only_if_on_grid=False)
+    variants.append(Variant("bare_int4", bare_int4, eos_ids, pad_id, "int4"))
+    return variants
+
+
+def _chats() -> dict[str, tuple[list[dict[str, str]], Any]]:
     from trajectories.agent import SYSTEM_PROMPT
-    from trajectories.policies.hf import _pick_dtype, loaded_model, torch_threads
     from trajectories.tools import TOOLS
 
     statement = (REPO / "demo" / "tasks" / "task_0001" / "task.md").read_text()
-    chats = {
+    return {
         "short": ([{"role": "user", "content": "Write a Python function that reverses a string."}], None),
         "agent_first_step": (
             [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": statement}],
             TOOLS,
         ),
     }
-    policy_threads = torch_threads()
-    cores = len(os.sched_getaffinity(0))
-    default = str(_pick_dtype("auto", "cpu")).removeprefix("torch.")  # what the hf policy uses here
-    other = "float32" if default == "bfloat16" else "bfloat16"
-    variants: list[dict[str, Any]] = [{"threads": policy_threads, "dtype": default, "cache": "dynamic"}]
-    for threads in sorted({1, 2, min(4, cores)} - {policy_threads}):
-        variants.append({"threads": threads, "dtype": default, "cache": "dynamic"})
-    variants.append({"threads": policy_threads, "dtype": default, "cache": "static"})
-    variants.append({"threads": policy_threads, "dtype": other, "cache": "dynamic"})
-    rows = []
+
+
+def _speed(variants: list[Variant], tokenizer: Any) -> dict[str, Any]:
+    import torch
+
+    prompts = {
+        name: tokenizer.apply_chat_template(
+            chat, tools=tools, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        for name, (chat, tools) in _chats().items()
+    }
     for variant in variants:
-        loaded = loaded_model(model_path, _pick_dtype(str(variant["dtype"]), "cpu"), "cpu")
-        torch.set_num_threads(int(variant["threads"]))  # after the load, which sets the policy's own
-        row: dict[str, Any] = dict(variant)
-        # The alternatives only on the short chat: a bench on a shared machine must stay short.
-        for name, (chat, tools) in list(chats.items())[: 2 if variant is variants[0] else 1]:
-            enc = loaded.tokenizer.apply_chat_template(
-                chat, tools=tools, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
-
-            def generate(n: int, enc: Any = enc, loaded: Any = loaded, cache: Any = variant["cache"]) -> float:
-                return _generate(loaded, enc, n, static=cache == "static")
-
-            warm = generate(8)
-            if warm > WARM_UP_LIMIT_S:
-                # bfloat16 without native kernels can be tens of times slower; say so, do not wait it out.
-                row[name] = {"skipped": f"{warm:.1f} s for an 8-token warm-up"}
-                continue
-            prefill = statistics.median(generate(1) for _ in range(3))
-            total = statistics.median(generate(NEW_TOKENS) for _ in range(3))
-            row[name] = {
+        for enc in prompts.values():
+            variant.seconds(enc, 8)  # warm-up: first calls allocate and pick kernels
+    seconds: dict[tuple[str, str], list[float]] = {(v.name, n): [] for v in variants for n in prompts}
+    loads = []
+    for round_no in range(ROUNDS):
+        # Each prompt's variants back to back, in alternating order, so a spike of load lands on
+        # neighbours in time, and no variant always runs first.
+        order = variants if round_no % 2 == 0 else variants[::-1]
+        for name, enc in prompts.items():
+            for variant in order:
+                seconds[variant.name, name].append(variant.seconds(enc, NEW_TOKENS))
+        loads.append(load_average())
+        print(f"round {round_no + 1}/{ROUNDS}, load {loads[-1]}", file=sys.stderr, flush=True)
+    rows: dict[str, Any] = {}
+    for variant in variants:
+        rows[variant.name] = {"number_format": variant.number_format}
+        for name, enc in prompts.items():
+            rows[variant.name][name] = {
                 "prompt_tokens": int(enc["input_ids"].shape[1]),
-                "prefill_ms": round(prefill * 1000, 1),
-                "generate_s": round(total, 3),
-                "tokens_per_s": round(NEW_TOKENS / total, 2),
-                "decode_tokens_per_s": round((NEW_TOKENS - 1) / max(total - prefill, 1e-9), 2),
+                "tokens_per_s": round(NEW_TOKENS / statistics.median(seconds[variant.name, name]), 2),
+                "rounds_s": [round(s, 3) for s in seconds[variant.name, name]],
             }
-        rows.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)  # progress, should the bench be cut short
-    torch.set_num_threads(policy_threads)
+    # Per round, so a busy round slows both sides of the ratio alike.
+    ratios = {
+        name: statistics.median(t / h for t, h in zip(seconds["today", name], seconds["hf", name], strict=True))
+        for name in prompts
+    }
     return {
-        "cores": cores,
-        "policy_threads": policy_threads,
+        "threads": torch.get_num_threads(),
+        "cores": len(os.sched_getaffinity(0)),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
         "new_tokens": NEW_TOKENS,
+        "rounds": ROUNDS,
+        "load_average_per_round": loads,
         "variants": rows,
+        "hf_over_today": {name: round(r, 3) for name, r in ratios.items()},
     }
 
 
-def _generate(loaded: Any, enc: Any, n: int, *, static: bool) -> float:
-    """Seconds to generate exactly `n` tokens, greedy."""
+def _agreement(variants: list[Variant], tokenizer: Any) -> dict[str, Any]:
+    """hf's greedy replies against float32's, and bfloat16's (auto's old pick here) for scale."""
+    from trajectories.agent import SYSTEM_PROMPT
+    from trajectories.tools import TOOLS
+
+    by_name = {v.name: v for v in variants}
+    today, others = by_name["today"], [by_name["hf"], by_name["bfloat16"]]
+    tasks = sorted(p for p in (REPO / "demo" / "tasks").iterdir() if (p / "task.md").is_file())[:AGREEMENT_TASKS]
+    tally = {v.name: Agreement() for v in others}
+    for task in tasks:
+        chat = [
+            {"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": (task / "task.md").read_text()},
+        ]
+        enc = tokenizer.apply_chat_template(
+            chat, tools=TOOLS, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+        start = int(enc["input_ids"].shape[1])
+        reference = _greedy(today, enc)
+        for variant in others:
+            counts = tally[variant.name]
+            reply = _greedy(variant, enc)
+            counts.identical_replies += int(reply.equal(reference))
+            shared = min(len(reference), len(reply))
+            differ = (reference[start:shared] != reply[start:shared]).nonzero()
+            counts.first_difference_at.append(int(differ[0]) if len(differ) else shared - start)
+            predicted = _forced_next_tokens(variant.model, reference, start)
+            counts.matched += int((predicted == reference[start:]).sum())
+            counts.positions += len(reference) - start
+    rows = {name: counts.row() for name, counts in tally.items()}
+    return {"tasks": len(tasks), "max_new_tokens": AGREEMENT_TOKENS, **rows}
+
+
+@dataclass
+class Agreement:
+    identical_replies: int = 0
+    matched: int = 0  # positions where the variant's next token is float32's
+    positions: int = 0
+    first_difference_at: list[int] = field(default_factory=list)  # per task, tokens into the reply
+
+    def row(self) -> dict[str, Any]:
+        agreement = round(self.matched / self.positions, 4) if self.positions else None
+        return {
+            "identical_replies": self.identical_replies,
+            "next_token_agreement": agreement,
+            "positions": self.positions,
+            "first_difference_at": self.first_difference_at,
+        }
+
+
+def _greedy(variant: Variant, enc: Any) -> Any:
     import torch
     from transformers import GenerationConfig
 
     config = GenerationConfig(
-        max_new_tokens=n,
-        min_new_tokens=n,
-        do_sample=False,
-        eos_token_id=loaded.eos_ids,
-        pad_token_id=loaded.pad_id,
-        cache_implementation="static" if static else None,
+        max_new_tokens=AGREEMENT_TOKENS, do_sample=False, eos_token_id=variant.eos_ids, pad_token_id=variant.pad_id
     )
-    started = time.perf_counter()
     with torch.inference_mode():
-        loaded.model.generate(**enc, generation_config=config)
-    return time.perf_counter() - started
+        return variant.model.generate(**enc, generation_config=config)[0]
+
+
+def _forced_next_tokens(model: Any, reference: Any, start: int) -> Any:
+    """The model's greedy next token after each prefix of `reference`'s reply, decoded one token at a
+    time as generate does (the prompt prefilled, then cached), so one early flip does not count every
+    token after it as a difference."""
+    import torch
+
+    with torch.inference_mode():
+        out = model(input_ids=reference[None, :start], use_cache=True, logits_to_keep=1)
+        predicted = [out.logits[0, -1].argmax()]
+        for token in reference[start:-1]:
+            out = model(input_ids=token.view(1, 1), cache=out.cache, use_cache=True)
+            predicted.append(out.logits[0, -1].argmax())
+    return torch.stack(predicted)
 
 
 def _rollout(model_path: str) -> dict[str, Any]:
@@ -185,24 +308,46 @@ def _child() -> None:
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     model_path = str(settings.CRUCIBLE_DEFAULT_MODEL)
-    load_avg = os.getloadavg()[0]
-    speed = _speed(model_path)
+    load_at_start = load_average()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    variants = _variants(model_path)
+    speed = _speed(variants, tokenizer)
+    agreement = _agreement(variants, tokenizer)
+    del variants  # the rollout's policy finds its model in the process cache; the bare copies can go
     rollout = _rollout(model_path)
-    chosen = speed["variants"][0]
-    best = max(v["short"].get("decode_tokens_per_s", 0.0) for v in speed["variants"])
+    rows = speed["variants"]
+    checks = [
+        check(
+            f"hf tokens/s vs today's path ({name})",
+            speed["hf_over_today"][name],
+            TARGET_RATIO,
+            better="higher",
+            unit="x",
+            floor=FLOOR,
+        )
+        for name in ("short", "agent_first_step")
+    ]
     result = {
         "model": model_path,
-        "load_average_at_start": round(load_avg, 2),
+        "load_average_at_start": load_at_start,
         "speed": speed,
+        "agreement": agreement,
         "rollout": rollout,
+        "checks": checks,
         "summary": {
-            "tokens_per_s": chosen["short"]["decode_tokens_per_s"],
-            "agent_step_tokens_per_s": chosen["agent_first_step"]["tokens_per_s"],
-            "best_variant_tokens_per_s": best,
-            "target_tokens_per_s": TARGET_TOKENS_PER_S,
+            "hf_number_format": rows["hf"]["number_format"],
+            "hf_tokens_per_s": rows["hf"]["short"]["tokens_per_s"],
+            "today_tokens_per_s": rows["today"]["short"]["tokens_per_s"],
+            "hf_agent_step_tokens_per_s": rows["hf"]["agent_first_step"]["tokens_per_s"],
+            "today_agent_step_tokens_per_s": rows["today"]["agent_first_step"]["tokens_per_s"],
+            "hf_over_today": speed["hf_over_today"],
+            "next_token_agreement": agreement["hf"]["next_token_agreement"],
+            "identical_replies": f"{agreement['hf']['identical_replies']}/{agreement['tasks']}",
             "rollout_steps": rollout["steps"],
             "rollout_wall_s": rollout["wall_s"],
-            "load_average": round(load_avg, 2),
+            "load_average": max(speed["load_average_per_round"]),
         },
     }
     print(json.dumps(result))
