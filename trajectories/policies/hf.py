@@ -117,9 +117,12 @@ def _read_dtype(fmt: NumberFormat, device: str) -> torch.dtype:
     import torch
 
     if fmt is NumberFormat.AUTO:
-        # On a CPU not bfloat16: its attention over a long prompt is slower than float32's. The
-        # agent's 960-token first step measured 7.3 against 10.2 tokens/s (bench/model_speed.py),
-        # though a short chat decodes a little faster in it.
+        # On a CPU float32 for weights int4 would move (a trained checkpoint), as they were trained:
+        # bfloat16 flips near ties in a memorised call (bench/learning.py evaluates in float32 for
+        # that). bfloat16 would be faster there, reading a prompt in half the time though decoding
+        # over it slower: the agent's 960-token first step plus 64 tokens ran at 13.1 and 14.1
+        # against 10.3 and 13.0 tokens/s in two idle runs (bench/model_speed.py), faster in 9 of 15
+        # rounds under load.
         return torch.bfloat16 if device.startswith("cuda") else torch.float32
     if fmt is NumberFormat.INT4:
         if device != "cpu":
