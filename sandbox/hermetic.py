@@ -240,8 +240,8 @@ def cross_check(report: TestReport) -> list[str]:
     disagreements = junit.reconcile(report.tests, result.stdout)
     outcomes = [t.outcome for t in report.tests.values()]
     bad = sum(o in ("failed", "error", "collection_error") for o in outcomes)
-    if report.tests and report.collected != len(report.tests):
-        problems.append(f"the report claims {report.collected} tests but lists {len(report.tests)}")
+    if claimed := junit.claim_problem(report.collected, report.tests, result.stdout):
+        problems.append(claimed)
     if result.exit_code == 0 and bad:
         problems.append(f"pytest exited 0 but the report has {bad} failing tests")
     if result.exit_code == 1 and report.tests and not bad:

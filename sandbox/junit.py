@@ -8,6 +8,12 @@ pass (in xunit1 and xunit2 alike). The harness asks pytest for `-rxX`, so the sh
 names every XFAIL and XPASS; `reconcile` moves those passes to `xpassed` and reports any count
 on which the summary line and the report still disagree, with the ids that differ.
 
+pytest 9 runs sub-tests (unittest's `subTest`, the `subtests` fixture) as reports of their test:
+JUnit folds them into the test's one element (a failed sub-test adds a `failure`), while the
+summary line counts each of them and still counts as passed a unittest test whose sub-test
+failed (its short summary names it SUBFAILED, not FAILED). A test is read by its worst report,
+so a failed sub-test fails its test, and the counts are compared in those terms.
+
 The report is written by a process the agent's code runs in, so the file may be anything
 when the run ends: a FIFO (a plain open() blocks forever), a symlink to a device or a
 host file, a huge file. It is read the one safe way: `read_safely`.
@@ -34,9 +40,12 @@ COLLECTION_FAILURE = "collection failure"
 XFAIL_TYPE = "pytest.xfail"
 STRICT_XPASS = "[XPASS(strict)]"
 SUMMARY_RE = re.compile(r"(\d+) (passed|failed|errors?|skipped|xfailed|xpassed)")
+# pytest 9's count of passed sub-tests, beside the tests' own: "3 passed, 6 subtests passed in 0.2s".
+SUBTESTS_RE = re.compile(r"(\d+) subtests passed")
 SHORT_SUMMARY_HEADER = " short test summary info "
-# `-rxX` lines: "XPASS tests/test_x.py::test_y - reason" (pytest 8 and 9).
-SHORT_LINE = re.compile(r"^(XFAIL|XPASS) (\S.*)$", re.MULTILINE)
+# `-rfExX` lines: "XPASS tests/test_x.py::test_y - reason" (pytest 8 and 9); pytest 9 names a
+# failed sub-test "SUBFAILED tests/test_x.py::test_y - message", with its description in some versions.
+SHORT_LINE = re.compile(r"^(XFAIL|XPASS|FAILED|SUBFAILED)(?:\[[^\]\n]*\])?(?: \([^)\n]*\))? (\S.*)$", re.MULTILINE)
 # Categories both the summary line and the report count the same way. Errors are left out:
 # pytest counts a teardown error beside the test's own pass, the report keeps the worse one.
 RECONCILED = (Outcome.PASSED, Outcome.XFAILED, Outcome.XPASSED, Outcome.SKIPPED)
@@ -198,24 +207,30 @@ def _text(element: ElementTree.Element) -> str:
     return "\n".join(lines[-3:])[:500]
 
 
+def _counts_line(stdout: str) -> str:
+    """pytest's last summary line ("3 passed, 1 xpassed in 0.2s"), or "" without one."""
+    lines = [line for line in stdout.strip().splitlines() if " in " in line and SUMMARY_RE.search(line)]
+    return lines[-1] if lines else ""
+
+
 def summary_counts(stdout: str) -> dict[str, int] | None:
     """The counts of pytest's last summary line ("3 passed, 1 xpassed in 0.2s"), or None without one."""
-    lines = [line for line in stdout.strip().splitlines() if " in " in line and SUMMARY_RE.search(line)]
-    if not lines:
+    line = _counts_line(stdout)
+    if not line:
         return None
     counts: dict[str, int] = {}
-    for number, word in SUMMARY_RE.findall(lines[-1]):
+    for number, word in SUMMARY_RE.findall(line):
         counts["error" if word.startswith("error") else word] = int(number)
     return counts
 
 
 def short_summary(stdout: str, known: set[str]) -> dict[str, set[str]]:
-    """Node ids the `-rxX` lines name, by XFAIL / XPASS.
+    """Node ids the short summary's lines name, by XFAIL / XPASS / FAILED / SUBFAILED.
 
     A node id may hold spaces (a parametrised id), so each line is matched against the
     report's ids first; a line naming none of them keeps the text before its " - reason".
     """
-    named: dict[str, set[str]] = {"XFAIL": set(), "XPASS": set()}
+    named: dict[str, set[str]] = {"XFAIL": set(), "XPASS": set(), "FAILED": set(), "SUBFAILED": set()}
     # Only pytest's own section counts, the one just above its last line: what the code under
     # test printed elsewhere is not pytest speaking.
     section = stdout.rpartition(SHORT_SUMMARY_HEADER)[2] if SHORT_SUMMARY_HEADER in stdout else ""
@@ -223,6 +238,12 @@ def short_summary(stdout: str, known: set[str]) -> dict[str, set[str]]:
         node = rest if rest in known else next((n for n in known if rest.startswith(n + " ")), "")
         named[kind].add(node or rest.split(" - ")[0].strip())
     return named
+
+
+def has_subtests(stdout: str) -> bool:
+    """Whether pytest's summary counts sub-tests: passed ones on its last line, failed ones named SUBFAILED."""
+    section = stdout.rpartition(SHORT_SUMMARY_HEADER)[2] if SHORT_SUMMARY_HEADER in stdout else ""
+    return bool(SUBTESTS_RE.search(_counts_line(stdout)) or re.search(r"^SUBFAILED", section, re.MULTILINE))
 
 
 def reconcile(tests: dict[str, TestOutcome], stdout: str) -> list[str]:
@@ -237,16 +258,52 @@ def reconcile(tests: dict[str, TestOutcome], stdout: str) -> list[str]:
     for node in named["XPASS"] & set(tests):
         if tests[node].outcome == Outcome.PASSED:
             tests[node].outcome, tests[node].xfail = Outcome.XPASSED, True
+    expected = _expected_counts(tests, counts, named) if has_subtests(stdout) else {}
     problems = []
     for category in RECONCILED:
         ids = sorted(n for n, t in tests.items() if t.outcome == category)
         said = counts.get(category, 0)
-        if said == len(ids):
+        low, high = expected.get(category, (said, said))
+        if low <= len(ids) <= high:
             continue
         problem = f"pytest's summary says {said} {category}, the report {len(ids)}"
+        if category in expected:
+            problem += f" (with its sub-tests, the report should have {low} to {high})"
         listed = named.get({Outcome.XFAILED: "XFAIL", Outcome.XPASSED: "XPASS"}.get(category, ""))
         if listed is not None:
             differ = sorted(set(ids) ^ listed)
             problem += f" (ids that differ: {', '.join(differ[:MAX_IDS_SHOWN]) or 'none named by -rxX'})"
         problems.append(problem)
     return problems
+
+
+def _expected_counts(
+    tests: dict[str, TestOutcome], counts: dict[str, int], named: dict[str, set[str]]
+) -> dict[str, tuple[int, int]]:
+    """The range of passed and skipped tests the report may hold when the summary counts sub-tests.
+
+    The summary's `passed` counts a unittest test whose sub-test failed (SUBFAILED, not FAILED):
+    the report fails it. Its `skipped` counts every skipped sub-test, and a test that skipped one
+    and then passed is skipped in the report (JUnit keeps no trace of the pass): so up to that
+    many of the summary's passes are the report's skips.
+    """
+    failed_by_subtest = {n for n in named["SUBFAILED"] - named["FAILED"] if n in tests}
+    said_passed, said_skipped = counts.get(Outcome.PASSED, 0), counts.get(Outcome.SKIPPED, 0)
+    skipped = sum(t.outcome == Outcome.SKIPPED for t in tests.values())
+    passed = said_passed - len(failed_by_subtest)
+    return {Outcome.PASSED: (passed - min(skipped, said_skipped), passed), Outcome.SKIPPED: (0, said_skipped)}
+
+
+def claim_problem(claimed: int, tests: dict[str, TestOutcome], stdout: str) -> str:
+    """Why the report's own count of tests does not fit the tests it lists ('' when it does).
+
+    pytest 9 counts each sub-test's report in that count too: then it may exceed the tests
+    listed, up to every report the summary line counts.
+    """
+    if not tests or claimed == len(tests):
+        return ""
+    line = _counts_line(stdout)
+    reports = sum(int(n) for n, _ in SUMMARY_RE.findall(line)) + sum(int(n) for n in SUBTESTS_RE.findall(line))
+    if has_subtests(stdout) and len(tests) < claimed <= reports:
+        return ""
+    return f"the report claims {claimed} tests but lists {len(tests)}"

@@ -48,6 +48,9 @@ _exit, _write, _close, _open, _dumps = _os._exit, _os.write, _os.close, _os.open
 _O_WRONLY = _os.O_WRONLY
 _state = {"fd": None, "n": 0, "exit": None, "collected": 0}
 _worst = {}
+# The tests whose call has reported (a sub-test's report is one); what ranks worse stands.
+_called = set()
+_RANK = {"failed": 2, "skipped": 1, "xfailed": 1}
 
 
 def _send(record):
@@ -99,9 +102,17 @@ def pytest_runtest_logreport(report):
     message = str(getattr(crash, "message", "") or "")[:200] if report.failed else ""
     if report.when == "teardown":
         before = _worst.pop(report.nodeid, ("passed", False, ""))
+        _called.discard(report.nodeid)
         final = ("error", before[1] or xfail, message) if outcome == "error" else before
         _send({"id": report.nodeid, "o": final[0], "x": bool(final[1]), "m": final[2]})
-    elif report.when == "call" or report.nodeid not in _worst:
+    elif report.when == "call":
+        # pytest 9 sends each sub-test's outcome as a call report of its test, ahead of the test's
+        # own: a failed or skipped sub-test stands over a later pass, as the JUnit report keeps it.
+        before = _worst.get(report.nodeid) if report.nodeid in _called else None
+        if before is None or _RANK.get(outcome, 0) >= _RANK.get(before[0], 0):
+            _worst[report.nodeid] = (outcome, xfail, message)
+        _called.add(report.nodeid)
+    elif report.nodeid not in _worst:
         _worst[report.nodeid] = (outcome, xfail, message)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sandbox import Sandbox, results
 from sandbox.backends.bwrap import BwrapBackend
-from sandbox.junit import reconcile
+from sandbox.junit import claim_problem, reconcile
 from sandbox.results import Outcome
 
 from .conftest import SMALL
@@ -159,3 +159,72 @@ def test_a_text_files_doctest_keeps_the_id_pytest_gives_it(tmp_path: Path) -> No
         report = box.run_tests(("--doctest-glob=*.rst", "--doctest-glob=*.txt", "README.rst", "docs/usage.txt"))
     assert sorted(report.tests) == ["README.rst::README.rst", "docs/usage.txt::usage.txt"]
     assert report.valid and all(t.outcome == Outcome.PASSED for t in report.tests.values())
+
+
+SUBTESTS = """
+import unittest
+
+
+class Case(unittest.TestCase):
+    def test_every_subtest_passes(self):
+        for i in range(3):
+            with self.subTest(i=i):
+                self.assertEqual(i, i)
+
+    def test_one_subtest_fails(self):
+        for i in range(3):
+            with self.subTest(msg="value", i=i):
+                self.assertNotEqual(i, 1)
+
+    def test_plain(self):
+        pass
+
+
+def test_fixture_subtest_fails(subtests):
+    for i in range(2):
+        with subtests.test(i=i):
+            assert i == 0
+
+
+def test_fixture_subtests_pass(subtests):
+    for i in range(2):
+        with subtests.test(i=i):
+            assert i >= 0
+"""
+
+
+def test_a_failing_subtest_fails_its_test_and_the_counts_still_agree(tmp_path: Path) -> None:
+    # pytest 9 counts each sub-test in its summary and in the report's `tests`, and passes a
+    # unittest test whose sub-test failed: read as one outcome per test, the run is still believed.
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "tests" / "test_sub.py").write_text(SUBTESTS)
+    expected = {
+        "Case::test_every_subtest_passes": Outcome.PASSED,
+        "Case::test_one_subtest_fails": Outcome.FAILED,
+        "Case::test_plain": Outcome.PASSED,
+        "test_fixture_subtest_fails": Outcome.FAILED,
+        "test_fixture_subtests_pass": Outcome.PASSED,
+    }
+    with Sandbox(repo, BwrapBackend(), limits=SMALL) as box:
+        for seal in ("", "0123456789abcdef01234567"):
+            report = box.run_tests(("-q",), seal=seal)
+            got = {node.removeprefix("tests/test_sub.py::"): t.outcome for node, t in report.tests.items()}
+            assert got == expected, seal
+            assert report.inconsistencies == [] and report.tampered == [] and report.valid, seal
+
+
+def test_a_skipped_subtest_may_skip_its_test_but_a_forged_pass_is_still_caught() -> None:
+    # A sub-test skipped, then its test passed: JUnit keeps only the skip; the summary counts both.
+    stdout = "== short test summary info ==\n1 passed, 1 skipped, 2 subtests passed in 0.1s\n"
+    tests = {"t.py::T::test_a": results.TestOutcome("t.py::T::test_a", Outcome.SKIPPED)}
+    assert reconcile(tests, stdout) == []
+    assert claim_problem(4, tests, stdout) == ""
+    # Without sub-tests in the summary, every count must still agree exactly.
+    assert reconcile(tests, "1 passed, 1 skipped in 0.1s\n") == ["pytest's summary says 1 passed, the report 0"]
+    assert claim_problem(4, tests, "1 skipped in 0.1s\n") == "the report claims 4 tests but lists 1"
+    # More passes than the summary counts is a report to disbelieve, sub-tests or not.
+    forged = {f"t.py::test_{n}": results.TestOutcome(f"t.py::test_{n}", Outcome.PASSED) for n in range(3)}
+    assert reconcile(forged, "2 passed, 1 failed, 3 subtests passed in 0.1s\n") == [
+        "pytest's summary says 2 passed, the report 3 (with its sub-tests, the report should have 2 to 2)"
+    ]
