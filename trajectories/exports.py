@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from django.db import connection
@@ -65,13 +65,21 @@ def iter_trajectory_lines(
     final_reward, success and flags are the verified ones (null until scored); a claim
     from an imported file goes out under `claimed` (trajectories.schema).
     """
-    for line, _ in iter_trajectory_lines_redacted_with(queryset, outcomes):
-        yield line
+    for exported in iter_trajectory_lines_redacted_with(queryset, outcomes):
+        yield exported.line
+
+
+class ExportLine(NamedTuple):
+    """One trajectory's JSONL line and what redaction on the way out needs to know without parsing it."""
+
+    line: bytes
+    redacted_with: str  # the redaction rules version it was imported under ("" when unknown)
+    flags: Any = None  # the line's own `flags` (written after import, so scanned again on export)
 
 
 def iter_trajectory_lines_redacted_with(
     queryset: QuerySet[Trajectory] | None = None, outcomes: OutcomeOverride | None = None
-) -> Iterator[tuple[bytes, str]]:
+) -> Iterator[ExportLine]:
     """`iter_trajectory_lines`, each line with the redaction rules version it was imported under."""
     qs = (queryset if queryset is not None else Trajectory.objects.all()).order_by("id")
     last = 0
@@ -96,10 +104,10 @@ def iter_trajectory_lines_redacted_with(
         pk, own = next(by_trajectory, (None, []))
         for row in chunk:
             if pk == row["id"]:
-                yield record_bytes(row, own), row["redacted_with"]
+                yield ExportLine(record_bytes(row, own), row["redacted_with"], row["flags"])
                 pk, own = next(by_trajectory, (None, []))
             else:
-                yield record_bytes(row, []), row["redacted_with"]
+                yield ExportLine(record_bytes(row, []), row["redacted_with"], row["flags"])
 
 
 # The columns _steps_by_trajectory reads, in the order it unpacks them.

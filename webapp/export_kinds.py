@@ -29,7 +29,7 @@ from tasks.exports import TaskExportError, iter_tasks, swebench_instance, task_r
 from tasks.models import Task, TaskSuite
 from training.queries import export_lines, find_training_set
 from trajectories.conversation import TOOLS, RecordedStep, conversation
-from trajectories.exports import finished_only, iter_trajectory_lines_redacted_with
+from trajectories.exports import ExportLine, finished_only, iter_trajectory_lines_redacted_with
 from trajectories.interchange.episodes import EpisodeError, episode, load_tokenizer
 from trajectories.interchange.predictions import prediction
 from trajectories.models import Trajectory
@@ -182,20 +182,20 @@ class Rows:
     # The same records as JSONL lines, when the kind reads them so (trajectories): a JSONL export
     # then passes a line on as it is unless redaction has something to replace in it.
     # Each line comes with the redaction rules version its trajectory was imported under.
-    lines: Iterator[tuple[bytes, str]] | None = None
+    lines: Iterator[ExportLine] | None = None
 
 
 def trajectory_rows(options: ExportOptions) -> Rows:
     qs = _trajectory_queryset(options)
     lines = iter_trajectory_lines_redacted_with(qs)
-    return Rows(_records(line for line, _ in lines), qs.count(), "traj", "trajectories", "trajectory", lines)
+    return Rows(_records(line.line for line in lines), qs.count(), "traj", "trajectories", "trajectory", lines)
 
 
 def training_set_rows(options: ExportOptions) -> Rows:
     found = _training_set(options)
-    lines = ((line, "") for line in export_lines(found))
+    lines = (ExportLine(line, "") for line in export_lines(found))
     return Rows(
-        _records(line for line, _ in lines), len(found.trajectory_ids), "traj", "trajectories", "trajectory", lines
+        _records(line.line for line in lines), len(found.trajectory_ids), "traj", "trajectories", "trajectory", lines
     )
 
 

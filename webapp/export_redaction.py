@@ -17,6 +17,7 @@ import orjson
 
 from core.audit import RedactionCounts, count_findings
 from core.redaction import Finding, redact_patch, redact_record, redact_text, rules_version
+from trajectories.exports import ExportLine
 
 # The key of the first JSONL record (and the metadata of other formats) that says an export is unredacted.
 UNREDACTED_MARK = "export_unredacted"
@@ -70,18 +71,18 @@ def fires(json_text: str) -> bool:
     return bool(redact_text(JSON_ESCAPE.sub(" ", json_text), "")[1])
 
 
-def redacted_lines(lines: Iterator[tuple[bytes, str]], where: str, redacted: bool, tally: Tally) -> Iterator[bytes]:
+def redacted_lines(lines: Iterator[ExportLine], where: str, redacted: bool, tally: Tally) -> Iterator[bytes]:
     """`redacted_rows` and `marked` for records that are already JSONL lines: decoded only when changed.
 
     A trajectory redacted on import under the rules in force is not scanned again, but for its
-    flags: the reward service wrote those afterwards, with evidence from the test run.
+    flags: the reward service wrote those afterwards, with evidence from the test run. The flags
+    come beside the line (as the database returned them), so a clean line is never parsed.
     """
     first = True
     current = rules_version()
-    for line, redacted_with in lines:
+    for line, redacted_with, flags in lines:
         if redacted:
             if redacted_with == current:
-                flags = orjson.loads(line).get("flags")
                 hit = bool(flags) and fires(orjson.dumps(flags).decode())
             else:
                 hit = fires(line.decode())
