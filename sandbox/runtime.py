@@ -8,12 +8,20 @@ library plus pytest, so a repository's imports find the repository's code or not
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import shutil
 import sys
 import sysconfig
+import tempfile
 from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
 
-from sandbox.runner_env import EMPTY_DIR, ensure_runner_env
+from sandbox.runner_env import EMPTY_DIR, ensure_runner_env, runner_root
+
+logger = logging.getLogger(__name__)
 
 # Each is one mount per command started (~0.13 ms): only what commands read. The dynamic
 # loader reads ld.so.cache alone; ld.so.conf is ldconfig's, which cannot run in a sandbox.
@@ -45,6 +53,9 @@ class Runtime:
     symlinks: tuple[tuple[str, str], ...] = field(default=USR_SYMLINKS)
     hidden: tuple[str, ...] = ()
     empty: str = ""
+    # A copy of the /etc entries of ro_paths in one directory, for a backend to mount as /etc
+    # in one go ("" when it could not be made: the entries are then mounted one by one).
+    etc: str = ""
 
 
 def _base_prefixes() -> list[str]:
@@ -64,6 +75,60 @@ def default_runtime() -> Runtime:
     return venv_runtime(str(ensure_runner_env()))
 
 
+def _etc_key(sources: tuple[str, ...]) -> str:
+    """What the copy depends on: each source's inode, size and time. dpkg and update-ca-certificates
+    replace a file by renaming a new one over it, which changes these (and a directory's time)."""
+    digest = hashlib.sha256()
+    for source in sources:
+        st = os.lstat(source)
+        digest.update(f"{source}\0{st.st_ino}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+@lru_cache(maxsize=4)
+def _prepared_etc(sources: tuple[str, ...], key: str, etc: str) -> str:
+    target = runner_root() / f"etc-{key}"
+    if target.is_dir():
+        return str(target)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".etc-", dir=target.parent))
+        for source in sources:
+            inside = staging / os.path.relpath(source, etc)
+            inside.parent.mkdir(parents=True, exist_ok=True)
+            if os.path.isdir(source) and not os.path.islink(source):
+                shutil.copytree(source, inside, symlinks=True)
+            else:
+                shutil.copy2(source, inside, follow_symlinks=False)
+        for directory, _, _ in os.walk(staging):
+            os.chmod(directory, 0o755)  # noqa: S103 - read by the sandbox's user, mounted read-only
+        try:
+            staging.rename(target)
+        except OSError:  # another process made the same copy first: theirs is as good
+            shutil.rmtree(staging, ignore_errors=True)
+    except OSError as exc:
+        logger.warning("sandbox runtime: cannot copy /etc into %s (%s); mounting its files one by one", target, exc)
+        return ""
+    return str(target)
+
+
+def prepared_etc(ro_paths: tuple[str, ...], etc: str = "/etc") -> str:
+    """One directory holding the /etc entries of `ro_paths`, made once per version of them.
+
+    Each bind mount costs a sandbox start about 0.13 ms; the five /etc files commands read are
+    one mount this way. The copy is taken again whenever a source changes (a package upgrade
+    writes a new ld.so.cache), so the sandbox never reads a stale one.
+    """
+    sources = tuple(p for p in ro_paths if p.startswith(etc + "/"))
+    if not sources:
+        return ""
+    try:
+        key = _etc_key(sources)
+    except OSError:
+        return ""
+    return _prepared_etc(sources, key, etc)
+
+
 def venv_runtime(venv_dir: str, mounted: bool = True) -> Runtime:
     """A runtime whose `python` is the venv at `venv_dir` (the runner, or a task's environment).
 
@@ -79,4 +144,5 @@ def venv_runtime(venv_dir: str, mounted: bool = True) -> Runtime:
         path=f"{venv_bin}:/usr/local/bin:/usr/bin:/bin",
         hidden=tuple(_base_site_packages(prefixes)),
         empty=f"{venv_dir}/{EMPTY_DIR}",
+        etc=prepared_etc(tuple(ro)),
     )

@@ -61,8 +61,12 @@ class BwrapBackend(Backend):
         # The private /tmp comes first: a runtime that lives under the host's /tmp (a
         # checkout there, as CI may use) is then mounted on top of it, not hidden by it.
         cmd += ["--size", str(tmp_mb << 20), "--tmpfs", "/tmp"]  # noqa: S108 - private
+        etc = self.runtime.etc
+        if etc:
+            cmd += ["--ro-bind", etc, "/etc"]
         for path in self.runtime.ro_paths:
-            cmd += ["--ro-bind", path, path]
+            if not (etc and path.startswith("/etc/")):
+                cmd += ["--ro-bind", path, path]
         for path in self.runtime.hidden:
             cmd += ["--ro-bind", self.runtime.empty, path]
         for target, link in self.runtime.symlinks:
