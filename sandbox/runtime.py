@@ -16,7 +16,6 @@ import sys
 import sysconfig
 import tempfile
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from sandbox.runner_env import EMPTY_DIR, ensure_runner_env, runner_root
@@ -85,7 +84,6 @@ def _etc_key(sources: tuple[str, ...]) -> str:
     return digest.hexdigest()[:16]
 
 
-@lru_cache(maxsize=4)
 def _prepared_etc(sources: tuple[str, ...], key: str, etc: str) -> str:
     target = runner_root() / f"etc-{key}"
     if target.is_dir():
