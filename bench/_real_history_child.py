@@ -43,6 +43,25 @@ def _timed_validation(spent: list[float]) -> None:
     _building.validate_tasks = timed  # type: ignore[assignment]
 
 
+def _measured(task: Any, row: dict[str, Any], timed: int) -> dict[str, Any]:
+    """Test strength, and for the first few valid tasks validation against bare pytest."""
+    from bench import _real_history_measures as measures
+    from tasks.services import task_spec_for
+
+    found: dict[str, Any] = {}
+    try:
+        spec = task_spec_for(task)
+        if row.get("strength"):
+            found["strength"] = measures.strength(spec, row["strength"])
+        if timed < row.get("timed", 0):
+            found["validation_vs_bare"] = measures.validation_vs_bare(
+                spec, task.statement, task.expected_patch, row["licence"]
+            )
+    except Exception:
+        found["measure_crash"] = traceback.format_exc()[-1000:]
+    return found
+
+
 def build(row: dict[str, Any]) -> dict[str, Any]:
     from django.core.management import call_command
     from django.core.management.base import CommandError
@@ -110,10 +129,15 @@ def build(row: dict[str, Any]) -> dict[str, Any]:
                 expected = score_patch(scored, task.expected_patch, spec)
                 entry["expected"] = expected.reward
                 entry["expected_flags"] = [f.detector for f in expected.flags]
+                if expected.flags:
+                    # What took the reward, in the detectors' own words: the names alone do not say why.
+                    entry["expected_evidence"] = [f"{f.detector}: {f.evidence[:600]}" for f in expected.flags]
                 entry["empty"] = score_patch(scored, "", spec).reward
             except Exception:
                 # A task that cannot be scored is a crash, named; the others are still scored.
                 entry["score_crash"] = traceback.format_exc()[-1000:]
+        if task.validation_status == "valid":
+            entry |= _measured(task, row, timed=sum(1 for t in tasks.values() if "validation_vs_bare" in t))
         tasks[task.task_id] = entry
     score_s = time.perf_counter() - scoring_started
     qualities = [t["statement_quality"] for t in tasks.values()]

@@ -26,6 +26,10 @@ BENCH_REAL_HISTORY_ONLY     bundles to build, comma-separated names ("sqlparse,t
 BENCH_REAL_HISTORY_SCORE    0 to skip scoring the valid tasks (default 1)
 BENCH_REAL_HISTORY_TIMEOUT  seconds one repository may take (default 1200)
 BENCH_REAL_HISTORY_SYNTH    synthetic tasks to make from sqlparse's HEAD and validate (default 0: none)
+BENCH_REAL_HISTORY_STRENGTH mutants of each valid task's fix its tests are tried on (default 4; 0: no
+                            test strength)
+BENCH_REAL_HISTORY_TIMED    valid tasks per repository validated again alone, against the same pytest
+                            runs done bare in the repository's environment (default 2; check <= 2x)
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ ONLY = [n for n in os.environ.get("BENCH_REAL_HISTORY_ONLY", "").split(",") if n
 SCORE = os.environ.get("BENCH_REAL_HISTORY_SCORE", "1") != "0"
 TIMEOUT = int(os.environ.get("BENCH_REAL_HISTORY_TIMEOUT", "1200"))
 SYNTH = int(os.environ.get("BENCH_REAL_HISTORY_SYNTH", "0"))
+STRENGTH = int(os.environ.get("BENCH_REAL_HISTORY_STRENGTH", "4"))
+TIMED = int(os.environ.get("BENCH_REAL_HISTORY_TIMED", "2"))
+TARGET_VALIDATION_RATIO = 2.0
 TARGET_VALID_SHARE = 40.0
 # A row of the README's corpus table: | `name.bundle` | <https://github.com/owner/name> | SPDX | ...
 CORPUS_ROW = re.compile(r"^\|\s*`(?P<bundle>[\w.-]+\.bundle)`\s*\|\s*<https://github\.com/(?P<repo>[\w.-]+/[\w.-]+)>\s*\|"
@@ -88,6 +95,7 @@ def _one(repo: CorpusRepo, scratch: Path) -> dict[str, Any]:
     out = scratch / f"{repo.name}.json"
     row: dict[str, Any] = {"bundle": str(repo.bundle), "repo": repo.repo, "licence": repo.licence, "name": repo.name}
     row |= {"scratch": str(scratch), "max": MAX, "runs": RUNS, "jobs": JOBS, "score": SCORE}
+    row |= {"strength": STRENGTH, "timed": TIMED}
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
@@ -139,7 +147,20 @@ def _row(result: dict[str, Any]) -> dict[str, Any]:
         "build_s": result.get("build_s"),
         "validate_s": result.get("validate_s"),
         "statement_quality_median": result.get("statement_quality_median"),
+        **_measures(valid),
         "crashes": _crashes(result),
+    }
+
+
+def _measures(valid: list[dict[str, Any]]) -> dict[str, Any]:
+    """Test strength (median, brittle count) and validation against bare pytest (median ratio)."""
+    scores = [t["strength"]["score"] for t in valid if t.get("strength", {}).get("score") is not None]
+    ratios = [t["validation_vs_bare"]["ratio"] for t in valid if t.get("validation_vs_bare", {}).get("ratio")]
+    return {
+        "strength_median": round(statistics.median(scores), 2) if scores else None,
+        "strength_measured": len(scores),
+        "brittle": sum(1 for t in valid if t.get("strength", {}).get("brittle")),
+        "validation_vs_bare": ratios,
     }
 
 
@@ -150,20 +171,26 @@ def _crashes(result: dict[str, Any]) -> list[str]:
             found.append(f"{task_id}: could not be validated: {'; '.join(task['reasons'])[:300]}")
         if "score_crash" in task:
             found.append(f"{task_id}: could not be scored: {task['score_crash'][-300:]}")
+        if "measure_crash" in task:
+            found.append(f"{task_id}: strength or timing failed: {task['measure_crash'][-300:]}")
     return found
 
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
     """The per-repository figures as a fixed-width table, for the log and the report."""
     head = f"{'repository':<16} {'gate':<10} {'cand':>4} {'kept':>4} {'valid':>5} {'exp=1':>5} {'build s':>7} "
-    lines = [head + f"{'valid s':>7} {'stmt q':>6}  skipped / invalid"]
+    lines = [head + f"{'valid s':>7} {'stmt q':>6} {'strength':>8} {'brittle':>7} {'vs bare':>7}  skipped / invalid"]
     for name, r in rows.items():
         gate = "passed" if r["gate"] == "passed" else "FAILED"
         expected = f"{r['expected_1']}/{r['scored']}" if r["scored"] else "-"
         why = ", ".join(f"{n} {k[:40]}" for k, n in {**r["skipped_by_reason"], **r["invalid_by_reason"]}.items())
+        strength = f"{r['strength_median']:.2f}" if r.get("strength_median") is not None else "-"
+        ratios = r.get("validation_vs_bare") or []
+        vs_bare = f"{statistics.median(ratios):.2f}x" if ratios else "-"
         lines.append(
             f"{name:<16} {gate:<10} {r['candidates']:>4} {r['kept']:>4} {r['valid']:>5} {expected:>5} "
-            f"{r['build_s'] or 0:>7.1f} {r['validate_s'] or 0:>7.1f} {r['statement_quality_median'] or 0:>6.2f}  {why}"
+            f"{r['build_s'] or 0:>7.1f} {r['validate_s'] or 0:>7.1f} {r['statement_quality_median'] or 0:>6.2f} "
+            f"{strength:>8} {r.get('brittle', 0):>7} {vs_bare:>7}  {why}"
         )
     return "\n".join(lines)
 
@@ -230,10 +257,14 @@ def run() -> dict[str, Any]:
         k for res in results.values() for k, t in res["tasks"].items() if "expected" in t and t["expected"] != 1.0
     )
     share = 100 * valid / candidates if candidates else 0.0
+    ratios = [x for r in rows.values() for x in r["validation_vs_bare"]]
+    strengths = [t["strength"]["score"] for res in results.values() for t in res["tasks"].values()
+                 if t.get("strength", {}).get("score") is not None]  # fmt: skip
     expected_rate = 100 * expected_1 / scored if scored else 0.0
     print(table(rows), file=sys.stderr, flush=True)
     return {
-        "options": {"max": MAX, "runs_each_way": RUNS, "jobs": JOBS or "default", "score": SCORE},
+        "options": {"max": MAX, "runs_each_way": RUNS, "jobs": JOBS or "default", "score": SCORE}
+        | {"strength_mutants": STRENGTH, "timed_per_repository": TIMED},
         "repositories": rows,
         "results": results,
         "table": table(rows),
@@ -262,6 +293,9 @@ def run() -> dict[str, Any]:
             )
             if any(res["tasks"] for res in results.values())
             else None,
+            "test_strength_median": round(statistics.median(strengths), 2) if strengths else None,
+            "brittle": sum(r["brittle"] for r in rows.values()),
+            "validation_vs_bare_median": round(statistics.median(ratios), 2) if ratios else None,
             "synthetic_valid": synthetic.get("statuses", {}).get("valid"),
             "load_average_max": max(load),
         },
@@ -270,5 +304,19 @@ def run() -> dict[str, Any]:
             check("valid tasks whose expected patch scores 1.0", expected_rate, 100.0, better="higher", unit="%"),
             check("valid tasks whose empty patch scores > 0", len(empty_above_0), 0, better="lower"),
             check("crashes (builder, validation, scoring)", len(crashes), 0, better="lower"),
+            *(
+                [
+                    check(
+                        "validation vs bare pytest, median",
+                        statistics.median(ratios),
+                        TARGET_VALIDATION_RATIO,
+                        better="lower",
+                        unit="x",
+                        floor="the same two pytest runs, host, the repository's environment",
+                    )
+                ]
+                if ratios
+                else []
+            ),
         ],
     }
