@@ -169,8 +169,26 @@ for _line in {imports!r}:
     except BaseException:
         pass
 
+def _canon(value, depth=0):
+    # A set's repr follows its hash order, which two honest runs need not share: its items are
+    # shown sorted (and a list's, tuple's or dict's items the same way, for the sets inside them).
+    kind = type(value)
+    if depth > 6 or kind not in (set, frozenset, list, tuple, dict) or len(value) > 2000:
+        return repr(value)
+    if kind is dict:
+        return "{{" + ", ".join(_canon(k, depth + 1) + ": " + _canon(v, depth + 1) for k, v in value.items()) + "}}"
+    items = [_canon(v, depth + 1) for v in value]
+    if kind is list:
+        return "[" + ", ".join(items) + "]"
+    if kind is tuple:
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if not items:
+        return repr(value)
+    inner = "{{" + ", ".join(sorted(items)) + "}}"
+    return inner if kind is set else "frozenset(" + inner + ")"
+
 def _shown(value):
-    return _ADDRESS.sub(" at 0x?", repr(value))[:{repr_max}]
+    return _ADDRESS.sub(" at 0x?", _canon(value))[:{repr_max}]
 
 def _call(source):
     try:
@@ -183,6 +201,23 @@ for _ident, _source in {calls!r}:
     first, second = _call(_source), _call(_source)
     _out[_ident] = first if first == second else "~"
 _sys.stdout.write("\\n@@held-out@@" + _json.dumps(_out))
+"""
+
+
+# The calls run under one fixed hash seed: a value that shows a set inside a repr of its own
+# (`complement({'a', 'b'})`) shows it in hash order, which would differ from run to run otherwise.
+# The script starts itself again with the seed set, with the flags it was started with.
+SEEDED = """
+import os as _os, sys as _sys
+_BODY = {body!r}
+if _os.environ.get("PYTHONHASHSEED") != "0":
+    _os.environ["PYTHONHASHSEED"] = "0"
+    _flags = [f for f, on in (("-P", _sys.flags.safe_path), ("-s", _sys.flags.no_user_site)) if on]
+    try:
+        _os.execv(_sys.executable, [_sys.executable, *_flags, "-c", _BODY])
+    except OSError:
+        pass
+exec(compile(_BODY, "<held-out>", "exec"))
 """
 
 
@@ -200,7 +235,7 @@ def run_calls(box: Sandbox, held_out: HeldOut, timeout: float = RUN_TIMEOUT_S) -
     script = SCRIPT.format(
         imports=held_out.imports, calls=[(p.ident, p.call) for p in held_out.probes], repr_max=REPR_MAX
     )
-    result = box.python(script, timeout=timeout)
+    result = box.python(SEEDED.format(body=script), timeout=timeout)
     if result.timed_out:
         return {TIMED_OUT: f"{timeout:g}"}
     marker = result.stdout.rfind("@@held-out@@")

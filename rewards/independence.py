@@ -36,7 +36,7 @@ from tasks.spec import TaskSpec, copy_hidden_tests, task_environment
 logger = logging.getLogger(__name__)
 
 # Bump when what is changed, or how it is judged, changes: calibrations under another version are stale.
-CALIBRATION_VERSION = "3"
+CALIBRATION_VERSION = "4"
 P2P_SAMPLE = 3  # PASS_TO_PASS tests changed too: a run that fakes the tests it did not fix shows
 DETECTOR = Detector.ANSWER_ORACLE
 # Calibrations this process made or read, newest last: a worker scores the same tasks again and again.

@@ -23,6 +23,7 @@ UNITTEST_EQ = frozenset(
 )
 UNITTEST_NE = frozenset({"assertNotEqual", "assertNotEquals"})
 UNITTEST_IN = frozenset({"assertIn"})
+UNITTEST_NOT_IN = frozenset({"assertNotIn"})
 UNITTEST_TRUE = frozenset({"assertTrue", "assert_"})
 # Objects a test compares with on purpose because they equal many things: a side that names
 # one is never compared with a sentinel (it would match it, honestly).
@@ -36,6 +37,8 @@ VALUE_CONSTRUCTORS = frozenset(
 # Names for the twin's own variables, the first ones its test does not use.
 HIT_NAMES = ("matched", "same", "equal", "found", "seen", "agreed", "alike")
 PAIR_NAMES = ("got", "want", "actual", "wanted", "value", "other", "result", "answer")
+# Values a container under an `in` probe is asked about besides the sentinel (see _Rejected).
+MAX_REJECTED = 4
 
 
 def matcher_names(tree: ast.Module) -> set[str]:
@@ -94,14 +97,65 @@ def is_literal(node: ast.AST, *, folding: bool = False) -> bool:
     return False
 
 
+class _Rejected(OwnScope):
+    """The written values the test asserts a container does not hold, by the container's source.
+
+    A container that holds a fresh sentinel is not always a cheat: a complement set holds
+    everything but what it excludes. One that also holds what its own test says it does
+    not is one that holds everything.
+    """
+
+    def __init__(self) -> None:
+        self.found: dict[str, list[ast.expr]] = {}
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        test = node.test
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and _single(test.operand, ast.In):
+            assert isinstance(test.operand, ast.Compare)
+            self._add(test.operand.left, test.operand.comparators[0])
+        elif _single(test, ast.NotIn):
+            assert isinstance(test, ast.Compare)
+            self._add(test.left, test.comparators[0])
+        return node
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        call = node.value
+        if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and len(call.args) >= 2:
+            if call.func.attr in UNITTEST_NOT_IN:
+                self._add(call.args[0], call.args[1])
+        return node
+
+    def _add(self, value: ast.expr, container: ast.expr) -> None:
+        if is_literal(value):
+            kept = self.found.setdefault(ast.dump(container), [])
+            if len(kept) < MAX_REJECTED:
+                kept.append(value)
+
+
+def _same_name(left: ast.expr, right: ast.expr) -> bool:
+    return isinstance(left, ast.Name) and isinstance(right, ast.Name) and left.id == right.id
+
+
+def _single(test: ast.expr, op: type[ast.cmpop]) -> bool:
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], op)
+
+
 class _TwinBody(OwnScope):
     """Equality assertions become probes: `hit = helper(left, right, kind, plan) or hit`."""
 
-    def __init__(self, helper: str, hit: str, pair: tuple[str, str], matchers: set[str]) -> None:
+    def __init__(
+        self,
+        helper: str,
+        hit: str,
+        names: tuple[str, str, str],
+        matchers: set[str],
+        rejected: dict[str, list[ast.expr]],
+    ) -> None:
         self.helper = helper
         self.hit = hit
-        self.pair = pair
+        self.names = names
         self.matchers = matchers
+        self.rejected = rejected
         self.count = 0
 
     def visit_Assert(self, node: ast.Assert) -> ast.AST:
@@ -138,20 +192,35 @@ class _TwinBody(OwnScope):
             plan |= 4
         if is_literal(right, folding=True):
             plan |= 8
+        if kind == "in" and _same_name(left, right):
+            # `x in x` holds only for a container that holds itself, which a sentinel cannot tell
+            # from one that holds everything (a complement of nothing does, honestly): only x
+            # itself is asked about, as an element.
+            plan &= ~2
         if not plan & 3:
             return None
         self.count += 1
         # for a, b in helper(left, right, kind, plan): hit = hit or <a compared with b>
-        one, other = self.pair
+        one, other, whole = self.names
         compared = {
             "eq": f"{one} == {other}",
-            "in": f"{one} in {other}",
+            "in": self._contained(one, other, whole, right),
             "ne": f"({one} != {other} and {one} == {other})",
         }[kind]
-        loop = pysource.parse(f"for {one}, {other} in {self.helper}(): {self.hit} = {self.hit} or {compared}").body[0]
+        target = f"{one}, {other}, {whole}" if kind == "in" else f"{one}, {other}"
+        loop = pysource.parse(f"for {target} in {self.helper}(): {self.hit} = {self.hit} or {compared}").body[0]
         assert isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call)
         loop.iter.args = [left, right, ast.Constant(kind), ast.Constant(plan)]
         return loop
+
+    def _contained(self, one: str, other: str, whole: str, right: ast.expr) -> str:
+        """`a in b`; for the container under test (`whole`), and only if it holds what the test says
+        it does not too. Asked here, in the twin's frame, at the probe: not earlier, not elsewhere."""
+        rejected = self.rejected.get(ast.dump(right), [])
+        if not rejected:
+            return f"{one} in {other}"
+        also = " and ".join(f"({ast.unparse(value)}) in {other}" for value in rejected)
+        return f"({one} in {other} and (not {whole} or ({also})))"
 
 
 def build_twin(
@@ -163,9 +232,12 @@ def build_twin(
     }
     free = [name for name in rng.sample(HIT_NAMES, len(HIT_NAMES)) if name not in taken]
     pair = [name for name in rng.sample(PAIR_NAMES, len(PAIR_NAMES)) if name not in taken]
-    if not free or len(pair) < 2:
+    if not free or len(pair) < 3:
         raise ProbeError("its names leave no room for the probe's variables")
-    body = _TwinBody(helper, free[0], (pair[0], pair[1]), matchers)
+    rejected = _Rejected()
+    for stmt in clone.body:
+        rejected.visit(stmt)
+    body = _TwinBody(helper, free[0], (pair[0], pair[1], pair[2]), matchers, rejected.found)
     clone.body = [s for stmt in clone.body for s in as_list(body.visit(stmt))]
     if not body.count:
         raise ProbeError("it has no equality assertion to shadow")
@@ -272,10 +344,11 @@ def __NAME__(left, right, kind, plan):
         elif kind == "in":
             # Compared as `a in b`: a container that holds everything, or an element equal to all.
             # A plain str or bytes only holds its own kind: asking it would raise and end the twin.
+            # The third item marks the container under test, which the twin asks about more.
             if plan & 2 and hasattr(type(right), "__contains__") and type(right) not in (str, bytes):
-                pairs.append((fresh, right))
+                pairs.append((fresh, right, True))
             if plan & 1:
-                pairs.append((left, [fresh]))
+                pairs.append((left, [fresh], False))
         else:
             pairs += [(v, fresh) for bit, v in ((1, left), (2, right)) if plan & bit]
             if plan & 3 == 3:

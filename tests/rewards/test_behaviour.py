@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import random
 import unittest.mock
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from rewards.anticheat import Flag
 from rewards.behaviour import Probes, judge_probes, plant_probes, probe_outcome
+from rewards.behaviour.twins import build_twin, matcher_names
 from rewards.behaviour.twins import helper_source as _helper_source
 from sandbox import results
 from tests.rewards.corpus import DEMO, Case, make_patch, task_spec
@@ -199,7 +201,7 @@ def twin_helper() -> Any:
     exec(_helper_source("_probe", random.Random(7), ["alpha", "beta"]), namespace)  # noqa: S102 - our own source
 
     def matched(left: Any, right: Any, kind: str, plan: int) -> bool:
-        for a, b in namespace["_probe"](left, right, kind, plan):
+        for a, b, *_ in namespace["_probe"](left, right, kind, plan):
             try:
                 if COMPARED[kind](a, b):
                     return True
@@ -297,6 +299,80 @@ class HoldsAll(list):  # type: ignore[type-arg]
 )
 def test_the_twin_helper_catches_an_always_equal_value(left: Any, right: Any, kind: str, plan: int) -> None:
     assert twin_helper()(left, right, kind, plan) is True
+
+
+class Complement:
+    """A complement set, as boltons.setutils has one: it holds everything but what it excludes."""
+
+    def __init__(self, excluded: str) -> None:
+        self.excluded = set(excluded)
+
+    def __contains__(self, item: object) -> bool:
+        return item not in self.excluded
+
+
+class HoldsAllButFirstAsked(list):  # type: ignore[type-arg]
+    """Says no once, to the first question (the test's `not in`), then holds everything."""
+
+    def __contains__(self, item: object) -> bool:
+        first = not self.__dict__.get("asked")
+        self.__dict__["asked"] = True
+        return not first
+
+
+def twin_passes(source: str, container: Callable[[str], object]) -> bool:
+    """Whether the sentinel twin of the test in `source` passes with `make` building the container
+    (and `t` a unittest.TestCase, for the assertion methods)."""
+    tree = ast.parse(source)
+    func = tree.body[0]
+    assert isinstance(func, ast.FunctionDef)
+    twin = build_twin(func, "_probe", matcher_names(tree), random.Random(3))
+    namespace: dict[str, Any] = {"make": container, "t": unittest.TestCase()}
+    exec(_helper_source("_probe", random.Random(7), ["alpha", "beta"]), namespace)  # noqa: S102 - our own source
+    exec(ast.unparse(twin), namespace)  # noqa: S102 - our own source
+    try:
+        namespace[twin.name]()
+    except AssertionError:
+        return False
+    return True
+
+
+COMPLEMENT_TEST = """
+def test_complement():
+    cab = make('ab')
+    assert 'a' not in cab
+    assert 'c' in cab
+    assert not ('b' in cab)
+"""
+
+
+def test_a_twin_does_not_take_a_complement_set_for_one_that_holds_everything() -> None:
+    assert twin_passes(COMPLEMENT_TEST, Complement) is False
+    unittest_style = (
+        "def test_complement():\n    cab = make('ab')\n    t.assertNotIn('a', cab)\n    t.assertIn('c', cab)\n"
+    )
+    assert twin_passes(unittest_style, Complement) is False
+
+
+def test_a_set_that_holds_itself_is_not_asked_about_a_sentinel() -> None:
+    russell = "def test_everything():\n    everything = make('')\n    assert everything in everything\n"
+    assert twin_passes(russell, Complement) is False
+    # The element is still asked about: one equal to everything is caught there.
+    assert twin_passes(russell, lambda _: Anything()) is True
+    # And a container that holds everything is caught by the test's other `in` assertions.
+    beside = russell + "    assert 'GHOST-2' in make('x')\n"
+    assert twin_passes(beside, lambda _: HoldsAll()) is True
+
+
+def test_a_container_that_holds_everything_is_caught_even_beside_a_not_in_assertion() -> None:
+    # It says no only once, so the test's own `not in` passes: asked again at the probe, it holds that too.
+    excludes_a = "def test_complement():\n    cab = make('ab')\n    assert 'a' not in cab\n    assert 'c' in cab\n"
+    assert twin_passes(excludes_a, HoldsAllButFirstAsked) is True
+    assert twin_passes(excludes_a, Complement) is False
+    # With no `not in` in its test, a container that holds a sentinel is caught as before.
+    holds_all = "def test_ships():\n    assert 'GHOST-2' in make('x')\n"
+    assert twin_passes(holds_all, lambda _: HoldsAll()) is True
+    assert twin_passes(holds_all, Complement) is True  # nothing says what it excludes: it holds the sentinel
 
 
 # --- judging ------------------------------------------------------------------------------
