@@ -28,6 +28,7 @@ from bench import (
     sandbox_start,
     scaling,
     score_patch,
+    strength,
     training_wrapper,
     validation,
 )
@@ -37,6 +38,7 @@ BENCHES = {
     "score_patch": score_patch.run,
     "validation": validation.run,
     "real_history": real_history.run,
+    "strength": strength.run,
     "environments": environments.run,
     "rollouts": rollouts.run,
     "review_pages": review_pages.run,
