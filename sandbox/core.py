@@ -18,7 +18,8 @@ from types import TracebackType
 
 from sandbox import gitops, quota, tools
 from sandbox.backends.base import WORKSPACE_MOUNT, Backend, SandboxError
-from sandbox.environments import Environment
+from sandbox.distinfo import version_file_text
+from sandbox.environments import Environment, environment_plugins
 from sandbox.hermetic import (
     DEFAULT_TEST_COMMAND,
     HARNESS_FILE,
@@ -27,8 +28,9 @@ from sandbox.hermetic import (
     HERMETIC_ENV,
     HERMETIC_PYTHON_FLAGS,
     REPORT_FILE,
-    WORKSPACE_PATH_PLUGIN,
     cross_check,
+    own_modules,
+    plugin_args,
     plugin_names,
     purge_bytecode,
     pytest_command,
@@ -37,6 +39,7 @@ from sandbox.hermetic import (
 )
 from sandbox.limits import Limits
 from sandbox.names import DEFAULT_BACKEND, BackendName
+from sandbox.paths import ToolError
 from sandbox.private import private_dir
 from sandbox.results import ExecResult, TestReport
 from sandbox.seal import SEAL_ENV, SEAL_FILE, SealReader, apply_seal
@@ -180,6 +183,7 @@ class Sandbox:
         except shutil.Error as exc:
             self.close()
             raise SandboxError(f"{base}: could not copy into the workspace: {str(exc)[:300]}") from None
+        self.generated = self._generate_version_files()
         self.git_dir = self.root / "git"
         self._baseline = False
         self.prepare_ms = round((time.perf_counter() - started) * 1000, 3)
@@ -191,6 +195,21 @@ class Sandbox:
             self.prepare_ms,
             self.workspace_quota,
         )
+
+    def _generate_version_files(self) -> tuple[str, ...]:
+        """The version modules a build backend would write (hatch-vcs, setuptools-scm), where the
+        base has none: never in git, so never in the base, and kept out of every diff."""
+        written: list[str] = []
+        for path, version in self.environment.spec.version_files if self.environment else ():
+            if os.path.lexists(self.workspace / path):
+                continue
+            try:
+                tools.write_file(self.workspace, path, version_file_text(path, version))
+            except ToolError as exc:
+                logger.warning("sandbox %s: version file not written: %s", self.root.name, exc)
+                continue
+            written.append(path)
+        return tuple(written)
 
     # lifecycle -------------------------------------------------------------
     def close(self) -> None:
@@ -279,7 +298,7 @@ class Sandbox:
     def diff(self) -> str:
         self._check_open()
         self._ensure_baseline()
-        return gitops.diff(self.git_dir, self.workspace)
+        return gitops.diff(self.git_dir, self.workspace, excluded=self.generated)
 
     def _ensure_baseline(self) -> None:
         if not self._baseline:
@@ -299,7 +318,8 @@ class Sandbox:
         """Run pytest hermetically and read its JUnit report, safely, from outside the workspace.
 
         Hermetic: the workspace's bytecode is purged first; plugin autoload is off and the
-        only plugins are the ones named here or in the task's own command; the ini file and
+        only plugins are the ones named here or in the task's own command, and those the
+        environment's own distributions declare (read on the host); the ini file and
         rootdir are the harness's, so nothing in the workspace (pytest.ini, pytest.toml,
         pyproject, setup.cfg, tox.ini, *.dist-info entry points) chooses what is collected
         or loaded; the interpreter runs with -P, so the working directory is not implicitly
@@ -337,7 +357,9 @@ class Sandbox:
         spec = self.environment.spec if self.environment else None
         settings = spec.pytest if spec else None
         paths = self._import_paths(workspace_inside)
-        write_harness(harness, workspace_inside, plugins, paths, settings, spec.project if spec else None)
+        own = own_modules(self.base, self.pythonpath)
+        write_harness(harness, workspace_inside, plugins, paths, settings, spec.project if spec else None, own)
+        declared = environment_plugins(self.environment) if self.environment else ()
         argv = [
             *prefix,
             "-c",
@@ -346,8 +368,8 @@ class Sandbox:
             f"--confcutdir={workspace_inside}",
             "-p",
             "no:cacheprovider",
-            # Last: every other plugin is imported before the workspace is on sys.path.
-            *(arg for name in [*names, WORKSPACE_PATH_PLUGIN] for arg in ("-p", name)),
+            # The workspace path plugin last: every other one is imported before the workspace is on sys.path.
+            *plugin_args(names, declared, sealed=bool(seal)),
             f"--junitxml={reports_inside}/{REPORT_FILE}",
             *(settings.args if settings else ()),
             *args,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import logging
@@ -33,14 +34,15 @@ import time
 import venv
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
-from sandbox.distinfo import Project, ProjectError
+from sandbox.distinfo import MAX_VERSION_FILES, Project, ProjectError, check_version_file
 from sandbox.pytest_settings import PytestSettings, PytestSettingsError
-from sandbox.runner_env import EMPTY_DIR, runner_root
+from sandbox.runner_env import EMPTY_DIR, runner_root, site_packages
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +64,9 @@ LOG_TAIL_CHARS = 20_000
 _NAME = re.compile(r"[-_.]+")
 _PYTHON = re.compile(r"^3\.\d{1,2}$")
 _KEY = re.compile(r"^[0-9a-f]{16}$")
+PLUGIN_GROUP = "pytest11"
+MAX_PLUGINS = 32
+_MODULE = re.compile(r"[A-Za-z_]\w{0,99}(?:\.[A-Za-z_]\w{0,99}){0,9}", re.ASCII)
 
 
 class EnvBuildError(RuntimeError):
@@ -92,6 +97,9 @@ class EnvSpec:
     # The repository's own name, version and entry points (sandbox.distinfo), for the metadata
     # its code reads about itself; None when it declares none or never reads it.
     project: Project | None = None
+    # (path, version) of each version module the build backend would generate (hatch-vcs,
+    # setuptools-scm): never in git, so written into each workspace copy instead (Sandbox).
+    version_files: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         check_spec(self)
@@ -108,6 +116,8 @@ class EnvSpec:
             data["pytest"] = self.pytest.to_json()
         if self.project is not None:
             data["project"] = self.project.to_json()
+        if self.version_files:
+            data["version_files"] = [list(pair) for pair in self.version_files]
         return data
 
     @classmethod
@@ -115,7 +125,16 @@ class EnvSpec:
         """From task metadata: anything malformed is refused with a message naming the field."""
         if not isinstance(data, dict):
             raise EnvBuildError("environment: must be an object with python, requirements and pythonpath")
-        unknown = set(data) - {"python", "requirements", "pythonpath", "variables", "pytest", "project", "key"}
+        unknown = set(data) - {
+            "python",
+            "requirements",
+            "pythonpath",
+            "variables",
+            "pytest",
+            "project",
+            "version_files",
+            "key",
+        }
         if unknown:
             raise EnvBuildError(f"environment: unknown field(s) {sorted(unknown)}")
         variables = data.get("variables", {})
@@ -140,11 +159,20 @@ class EnvSpec:
             variables=tuple(sorted(variables.items())),
             pytest=pytest,
             project=project,
+            version_files=_version_files(data.get("version_files", [])),
         )
 
     def spec_hash(self) -> str:
         text = json.dumps([FORMAT, self.python, sorted(self.requirements)])
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _version_files(data: object) -> tuple[tuple[str, str], ...]:
+    if not isinstance(data, list) or not all(
+        isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p) for p in data
+    ):
+        raise EnvBuildError("environment.version_files: must be a list of [path, version]")
+    return tuple((p[0], p[1]) for p in data)
 
 
 def check_spec(spec: EnvSpec) -> None:
@@ -164,12 +192,23 @@ def check_spec(spec: EnvSpec) -> None:
             )
         if len(value) > MAX_VARIABLE_CHARS or not value.isprintable():
             raise EnvBuildError(f"environment.variables.{name}: at most {MAX_VARIABLE_CHARS} printable characters")
+    _check_version_files(spec.version_files)
     if len(spec.pythonpath) > MAX_PYTHONPATH:
         raise EnvBuildError(f"environment.pythonpath: at most {MAX_PYTHONPATH} entries")
     for entry in spec.pythonpath:
         path = PurePosixPath(entry)
         if not entry or path.is_absolute() or ".." in path.parts or "\\" in entry or "\0" in entry or ":" in entry:
             raise EnvBuildError(f"environment.pythonpath {entry!r}: must be a relative path inside the repository")
+
+
+def _check_version_files(files: tuple[tuple[str, str], ...]) -> None:
+    if len(files) > MAX_VERSION_FILES:
+        raise EnvBuildError(f"environment.version_files: at most {MAX_VERSION_FILES} entries")
+    for file, version in files:
+        try:
+            check_version_file(file, version)
+        except ProjectError as exc:
+            raise EnvBuildError(str(exc)) from None
 
 
 def check_requirement(line: str) -> Requirement:
@@ -441,6 +480,28 @@ def _finish(env: Path, target: Path, spec: EnvSpec, lock: tuple[str, ...], secon
     # Written last: its presence is what says the environment is complete.
     (env / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     (env / MANIFEST).chmod(0o444)
+
+
+@functools.cache
+def _declared_plugins(site: str) -> tuple[str, ...]:
+    modules: list[str] = []
+    for dist in sorted(metadata.distributions(path=[site]), key=lambda d: normalise(d.metadata["Name"] or "")):
+        for entry in sorted(dist.entry_points.select(group=PLUGIN_GROUP), key=lambda e: e.name):
+            if not _MODULE.fullmatch(entry.value) or entry.value in modules:
+                # `module:attr` cannot be named with -p, and pytest's own plugins load without it.
+                logger.info("environment %s: pytest plugin %s = %r is not loaded", site, entry.name, entry.value[:80])
+                continue
+            modules.append(entry.value)
+    return tuple(modules[:MAX_PLUGINS])
+
+
+def environment_plugins(env: Environment) -> tuple[str, ...]:
+    """The modules of the pytest plugins (entry point group pytest11) the environment's own
+    distributions declare: what pytest's autoload would find in an installed environment.
+
+    Read on the host from the built, read-only venv, never from sys.path inside the run, so a
+    .dist-info in the workspace adds no plugin. The venv is content-addressed: read once."""
+    return _declared_plugins(str(site_packages(env.path)))
 
 
 def remove_environment(env: Environment) -> None:

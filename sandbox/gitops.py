@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 from patches import PatchError, parse
@@ -82,11 +83,14 @@ def init_baseline(git_dir: Path, base: Path) -> None:
     git(git_dir, base, "commit", "-q", "--allow-empty", "--no-verify", "-m", "base")
 
 
-def diff(git_dir: Path, workspace: Path) -> str:
-    """Git-format diff from the base to the workspace: new, deleted, binary and mode changes."""
+def diff(git_dir: Path, workspace: Path, excluded: Sequence[str] = ()) -> str:
+    """Git-format diff from the base to the workspace: new, deleted, binary and mode changes.
+
+    `excluded` are paths the sandbox wrote itself (generated version files), never the agent's."""
     # Pathspec excludes, not only info/exclude: a workspace .gitignore can un-ignore
     # bytecode ("!__pycache__/"), and the diff must never carry it into a patch.
-    git(git_dir, workspace, "add", "-A", "--", ".", *NEVER_IN_A_DIFF)
+    own = [f":(exclude,literal){path}" for path in excluded]
+    git(git_dir, workspace, "add", "-A", "--", ".", *NEVER_IN_A_DIFF, *own)
     out = git(
         git_dir,
         workspace,

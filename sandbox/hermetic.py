@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
@@ -62,6 +63,9 @@ import pytest
 WORKSPACE = {workspace!r}
 # The environment's import paths (a src/ layout's src), ahead of the workspace itself.
 IMPORT_PATHS = {paths!r}
+# The repository's own top-level modules. pytest imported some of them for itself before any
+# test (iniconfig, packaging): that copy must not stand in for the code under test.
+OWN_MODULES = frozenset({own!r})
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -69,12 +73,16 @@ def pytest_load_initial_conftests(early_config):
     for path in [WORKSPACE, *reversed(IMPORT_PATHS)]:
         if path not in sys.path:
             sys.path.insert(0, path)
+    # pytest keeps its own references; the tests' imports now find the repository's code.
+    for name in [name for name in sys.modules if name.partition(".")[0] in OWN_MODULES]:
+        del sys.modules[name]
 """
 HARNESS_OUT_ENV = "CRUCIBLE_HARNESS_OUT"
 REPORT_FILE = "report.xml"
 HARNESS_FILE = "harness.json"
 MAX_HARNESS_BYTES = 1024 * 1024
 BYTECODE_SUFFIXES = (".pyc", ".pyo")
+MAX_SCANNED_ENTRIES = 2000
 # Module names a harness plugin may not take: pytest itself and what it loads by name.
 RESERVED_PLUGIN_NAMES = frozenset(
     {"pytest", "_pytest", "pluggy", "py", "conftest", "sitecustomize", "usercustomize", WORKSPACE_PATH_PLUGIN}
@@ -116,6 +124,42 @@ def pytest_command(command: str) -> list[str]:
     )
 
 
+def own_modules(base: Path, import_paths: Sequence[str]) -> list[str]:
+    """The top-level modules and packages of the repository at `base` (its root and import paths)
+    that a test run may take back from whatever pytest imported first.
+
+    Read from the task's base, never the workspace, so an agent cannot have the run drop a module
+    of pytest's, of the harness's or of the standard library (none of those is ever taken)."""
+    names: set[str] = set()
+    base = base.resolve()
+    for entry in ("", *import_paths):
+        root = (base / entry).resolve()
+        if not root.is_dir() or not root.is_relative_to(base):
+            continue
+        for path in sorted(root.iterdir())[:MAX_SCANNED_ENTRIES]:
+            if path.is_symlink():
+                continue
+            name = path.name.removesuffix(".py") if path.is_file() else path.name
+            if path.is_dir() and not (path / "__init__.py").is_file():
+                continue
+            if path.is_file() and not path.name.endswith(".py"):
+                continue
+            names.add(name)
+    taken = RESERVED_PLUGIN_NAMES | sys.stdlib_module_names
+    return sorted(n for n in names if n.isidentifier() and not keyword.iskeyword(n) and n not in taken)
+
+
+def plugin_args(names: Sequence[str], environment_plugins: Sequence[str], sealed: bool) -> list[str]:
+    """`-p` for each plugin, in import order: the seal's first part, the environment's own plugins
+    (pytest-benchmark, anyio's), the harness's, then the workspace path plugin, last of all."""
+    for module in environment_plugins:
+        if module.partition(".")[0] in RESERVED_PLUGIN_NAMES or module in names:
+            raise SandboxError(f"environment pytest plugin {module!r} takes a name the harness keeps")
+    head = list(names[:1]) if sealed else []
+    ordered = [*head, *environment_plugins, *names[len(head) :], WORKSPACE_PATH_PLUGIN]
+    return [arg for name in ordered for arg in ("-p", name)]
+
+
 def plugin_names(plugins: Sequence[tuple[str, str]]) -> list[str]:
     names = [name for name, _ in plugins]
     for name in names:
@@ -133,12 +177,13 @@ def write_harness(
     import_paths: Sequence[str] = (),
     settings: PytestSettings | None = None,
     project: Project | None = None,
+    own: Sequence[str] = (),
 ) -> None:
     """The harness directory: its ini (with the repository's carried settings), the workspace
     path plugin, the given plugins and the repository's own metadata (a .dist-info)."""
     harness.mkdir()
     (harness / HARNESS_INI).write_text(HARNESS_INI_TEXT + (settings.ini_text() if settings else ""))
-    source = WORKSPACE_PATH_SOURCE.format(workspace=workspace_inside, paths=list(import_paths))
+    source = WORKSPACE_PATH_SOURCE.format(workspace=workspace_inside, paths=list(import_paths), own=list(own))
     (harness / f"{WORKSPACE_PATH_PLUGIN}.py").write_text(source)
     for name, source in plugins:
         (harness / f"{name}.py").write_text(source)

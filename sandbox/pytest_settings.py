@@ -20,8 +20,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 # The ini keys carried over; each is `args` (shell words), `linelist` (one per line) or `bool` in
-# pytest's terms. Anything else (plugins' keys, log settings, `pythonpath`, `addopts`' other
-# options) is ignored and named in the build report.
+# pytest's terms. Anything else (plugins' keys, log settings, `addopts`' other options) is ignored
+# and named in the build report; `pythonpath` becomes the environment's import paths.
 INI_KEYS = {
     "testpaths": "args",
     "norecursedirs": "args",
@@ -129,6 +129,32 @@ def read_settings(repo: Path) -> tuple[PytestSettings, list[str], str]:
     configuration, found as pytest finds it: the first of pytest.toml, .pytest.toml, pytest.ini,
     .pytest.ini, pyproject.toml ([tool.pytest.ini_options], or pytest 9's [tool.pytest]), tox.ini
     ([pytest]), setup.cfg ([tool:pytest])."""
+    found = _find_table(repo)
+    if found is None:
+        return PytestSettings(), [], ""
+    table, name = found
+    settings, ignored = _translate(table)
+    return settings, [f"{name}: {item}" for item in ignored], name
+
+
+def read_pythonpath(repo: Path) -> tuple[str, ...]:
+    """The `pythonpath` setting's directories (relative to the repository), for the environment's
+    import paths: the harness puts them on sys.path only after its plugins, never through its ini."""
+    found = _find_table(repo)
+    if found is None or "pythonpath" not in found[0]:
+        return ()
+    kept = []
+    for entry in _words("args", found[0]["pythonpath"]):
+        try:
+            _path("pythonpath", entry)
+        except PytestSettingsError:
+            continue
+        if entry not in kept and _PRINTABLE.fullmatch(entry) and ":" not in entry:
+            kept.append(entry)
+    return tuple(kept)
+
+
+def _find_table(repo: Path) -> tuple[dict[str, object], str] | None:
     for name, reader in (
         ("pytest.toml", _pytest_toml),
         (".pytest.toml", _pytest_toml),
@@ -142,11 +168,9 @@ def read_settings(repo: Path) -> tuple[PytestSettings, list[str], str]:
         if text is None:
             continue
         table = reader(text)
-        if table is None:
-            continue
-        settings, ignored = _translate(table)
-        return settings, [f"{name}: {item}" for item in ignored], name
-    return PytestSettings(), [], ""
+        if table is not None:
+            return table, name
+    return None
 
 
 def _text(path: Path) -> str | None:
@@ -214,6 +238,8 @@ def _translate(table: dict[str, object]) -> tuple[PytestSettings, list[str]]:
     args: list[str] = []
     ignored: list[str] = []
     for key, value in table.items():
+        if key == "pythonpath":
+            continue  # carried as the environment's import paths (read_pythonpath)
         if key == "addopts":
             args += _addopts(_words("args", value), ignored)
         elif key in INI_KEYS:

@@ -3,8 +3,9 @@
 `detect_environment` reads `pyproject.toml` ([project] dependencies, test extras, PEP 735
 dependency groups with their `include-group`s), `setup.cfg` ([options] install_requires, test
 extras), `setup.py` (its `setup(...)` call's literal arguments, parsed, never executed) and
-`requirements*.txt`, finds a `src/` layout, reads the repository's pytest settings as data
-(sandbox.pytest_settings), and chooses the test runner: the repository's own pytest pin when it
+`requirements*.txt`, finds a `src/` layout (and the import paths its pytest `pythonpath` names),
+the version module hatch-vcs or setuptools-scm would generate, reads the repository's pytest
+settings as data (sandbox.pytest_settings), and chooses the test runner: the repository's own pytest pin when it
 has one, else the runner Crucible ships, or the last release before pytest 9 when its conftest
 still uses the `py.path` hook arguments pytest 9 removed. Each requirement's PEP 508 marker is
 evaluated for the environment's Python: one for another Python is left out, not taken for the
@@ -19,6 +20,7 @@ import argparse
 import ast
 import configparser
 import logging
+import posixpath
 import re
 import tomllib
 from collections.abc import Sequence
@@ -32,9 +34,16 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from patches import is_test_path, pysource
-from sandbox.distinfo import Project, ProjectError
-from sandbox.environments import EnvBuildError, EnvSpec, check_requirement, current_python, normalise
-from sandbox.pytest_settings import read_settings
+from sandbox.distinfo import MAX_VERSION_FILES, Project, ProjectError, check_version_file
+from sandbox.environments import (
+    MAX_PYTHONPATH,
+    EnvBuildError,
+    EnvSpec,
+    check_requirement,
+    current_python,
+    normalise,
+)
+from sandbox.pytest_settings import read_pythonpath, read_settings
 
 logger = logging.getLogger(__name__)
 
@@ -161,13 +170,14 @@ def detect_environment(repo: Path, pytest: str = "", variables: Sequence[tuple[s
             continue
         requirements[name] = str(requirement)
     runner, why = _choose_pytest(repo, requirements.pop("pytest", ""), pytest)
-    pythonpath = ("src",) if _src_layout(repo) else ()
+    pythonpath = _import_paths(repo)
     settings, ignored, settings_file = read_settings(repo)
     skipped += [f"pytest settings: {item}" for item in ignored]
     if settings_file and settings:
         sources.append(f"{settings_file} (pytest settings)")
     project = _project(repo, skipped) if _reads_own_metadata(repo) else None
-    if not requirements and not pythonpath and not variables and not settings and not project and why == "default":
+    version_files = _version_files(repo, project)
+    if not (requirements or pythonpath or variables or settings or project or version_files) and why == "default":
         return Detected(None, sources, skipped, runner)
     spec = EnvSpec(
         requirements=tuple(sorted([runner, *requirements.values()])),
@@ -175,8 +185,46 @@ def detect_environment(repo: Path, pytest: str = "", variables: Sequence[tuple[s
         variables=tuple(sorted(dict(variables).items())),
         pytest=settings,
         project=project,
+        version_files=version_files,
     )
     return Detected(spec, sources, skipped, runner)
+
+
+def _import_paths(repo: Path) -> tuple[str, ...]:
+    """The pytest `pythonpath` setting's directories, then a `src/` layout's `src`."""
+    paths = [posixpath.normpath(entry) for entry in read_pythonpath(repo)]
+    if _src_layout(repo):
+        paths.append("src")
+    return tuple(dict.fromkeys(paths))[:MAX_PYTHONPATH]
+
+
+def _version_files(repo: Path, project: Project | None) -> tuple[tuple[str, str], ...]:
+    """The version modules hatch-vcs or setuptools-scm would write at build time, with the
+    declared version (else the fallback the configuration names), where the snapshot has none."""
+    data = _toml(repo / "pyproject.toml")
+    tool, declared = _table(data, "tool"), _table(data, "project").get("version")
+    scm, hatch = _table(tool, "setuptools_scm"), _table(tool, "hatch")
+    vcs = _table(_table(_table(hatch, "build"), "hooks"), "vcs")
+    raw = _table(_table(hatch, "version"), "raw-options")
+    paths = [vcs.get("version-file"), scm.get("version_file"), scm.get("write_to")]
+    fallback = scm.get("fallback_version") or raw.get("fallback_version")
+    version = project.version if project is not None else declared if isinstance(declared, str) else ""
+    if not version or version == UNKNOWN_VERSION:
+        version = fallback if isinstance(fallback, str) else version or UNKNOWN_VERSION
+    found: list[tuple[str, str]] = []
+    for path in dict.fromkeys(posixpath.normpath(p) for p in paths if isinstance(p, str)):
+        try:
+            check_version_file(path, version)
+        except ProjectError:
+            continue
+        if not (repo / path).exists() and not (repo / path).is_symlink():
+            found.append((path, version))
+    return tuple(found[:MAX_VERSION_FILES])
+
+
+def _table(table: dict[str, object], key: str) -> dict[str, object]:
+    value = table.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 def _reads_own_metadata(repo: Path) -> bool:
