@@ -10,7 +10,8 @@ import logging
 import re
 from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from fnmatch import fnmatch
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from license_expression import get_spdx_licensing
@@ -34,6 +35,8 @@ PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.\w+|[\w-]+\.py)\b")
 # A test file that cannot be imported must not hide the outcomes of every other file: pytest
 # would stop the whole run, and each test would look "missing" on the base.
 VALIDATION_ARGS = ("--continue-on-collection-errors",)
+# pytest's own default for `python_files`: which hidden files are test modules to run.
+DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
 HEX = re.compile(r"\b[0-9a-f]{7,40}\b")
 LICENSE_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "LICENCE", "COPYING", "COPYING.txt")
 LICENSE_SIGNATURES = [
@@ -391,11 +394,44 @@ def _environment_check(task: TaskSpec) -> Check | None:
     return None
 
 
+def hidden_paths(task: TaskSpec) -> list[str]:
+    """Every hidden test file, as its path in the repository."""
+    base = PurePosixPath(task.tests_dest)
+    found = (p for p in task.tests_dir.rglob("*") if p.is_file() and not p.is_symlink())
+    return sorted(str(base / p.relative_to(task.tests_dir).as_posix()) for p in found)
+
+
+def selected_files(task: TaskSpec) -> tuple[str, ...]:
+    """The files validation runs: the hidden test modules (by the repository's `python_files`) and
+    the files of the tests the task already lists.
+
+    Only they are collected, so a test file elsewhere that cannot be imported (a git submodule
+    the repository's bundle lacks) leaves the task's own tests alone. None when the hidden
+    files are the tests' data or helpers only and no test is listed: the tests that read them
+    are unknown, so the whole suite runs. A name pytest would read as an option is never passed.
+    """
+    settings = task.environment.pytest if task.environment is not None else None
+    patterns = dict(settings.ini).get("python_files", DEFAULT_PYTHON_FILES) if settings else DEFAULT_PYTHON_FILES
+    hidden = hidden_paths(task)
+    modules = {path for path in hidden if _is_module(PurePosixPath(path).name, patterns)}
+    # A listed test in a file neither hidden nor in the base would stop the whole run ("not found").
+    listed = {node.split("::", 1)[0] for node in (*task.fail_to_pass, *task.pass_to_pass)}
+    listed = {path for path in listed if path in hidden or (task.base_dir / path).is_file()}
+    return tuple(sorted(path for path in modules | listed if path and not path.startswith("-") and "::" not in path))
+
+
+def _is_module(name: str, patterns: Collection[str]) -> bool:
+    # pytest imports a conftest.py or __init__.py for itself; named as a test file it would be imported twice.
+    return name not in ("conftest.py", "__init__.py") and any(fnmatch(name, pattern) for pattern in patterns)
+
+
 class _Runner:
     """The validation runs of one task: outcomes per run, and the first reason to stop, as a Check."""
 
     def __init__(self, task: TaskSpec, backend: Backend | str, limits: Limits | None) -> None:
         self.task, self.backend, self.limits = task, backend, limits
+        self.selected = selected_files(task)
+        self.hidden = hidden_paths(task)
         self.base: list[dict[str, str]] = []
         self.fixed: list[dict[str, str]] = []
         self.marked: set[str] = set()
@@ -406,13 +442,13 @@ class _Runner:
         """One run; None (with the reason appended to `checks`) when the task cannot go on."""
         side = "with the expected patch" if patch is not None else "on the base"
         try:
-            report = run_task_tests(self.task, patch, self.backend, self.limits, VALIDATION_ARGS)
+            report = run_task_tests(self.task, patch, self.backend, self.limits, (*VALIDATION_ARGS, *self.selected))
         except ToolError as exc:
             checks.append(Check("executable", False, f"the expected patch does not apply: {exc}"))
             return None
         self.seconds += report.exec.duration_ms / 1000
         evidence = [report.exec.stdout[-1000:], report.exec.stderr[-1000:]]
-        broken = report.collection_errors
+        broken = [node for node in report.collection_errors if self._counts(node)]
         if broken and patch is not None:
             last = {node: (report.tests[node].message.strip().splitlines() or [""])[-1] for node in broken}
             shown = "; ".join(f"{node}: {line}" for node, line in list(last.items())[:3])
@@ -436,6 +472,12 @@ class _Runner:
         self.marked |= {node for node, t in report.tests.items() if t.xfail}
         (self.fixed if patch is not None else self.base).append({node: t.outcome for node, t in report.tests.items()})
         return report
+
+    def _counts(self, broken: str) -> bool:
+        """Whether a file (or folder) that could not be collected is the task's: anything collected
+        when only the hidden test modules ran, else a hidden file or a folder holding one."""
+        folder = broken.rstrip("/") + "/"
+        return bool(self.selected) or any(path == broken or path.startswith(folder) for path in self.hidden)
 
 
 def _reward_separates(runner: _Runner, f2p: list[str], p2p: list[str]) -> Check:

@@ -2,6 +2,12 @@
 
 Base = the commit's parent; expected patch = its non-test diff; hidden tests = its test
 files as the commit left them; statement = the commit message, or the issue it names.
+
+A test file is one in a test folder (tests/, test/, testing/), a test module by name
+(test_*.py, *_test.py, or the `python_files` of the repository's pytest settings under its
+`testpaths`) or a conftest.py. In a test folder that includes the data the tests read (tomli's
+TOML files, sqlparse's SQL files): a commit whose test change is such a file is a candidate,
+and the file is hidden with the tests.
 """
 
 from __future__ import annotations
@@ -12,11 +18,13 @@ import shutil
 import sys
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
+from fnmatch import fnmatch
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from core.vocabulary import TaskSource
 from patches import is_test_path, pysource
+from sandbox.pytest_settings import read_settings
 from tasks.builders import statements
 from tasks.builders.common import (
     DEFAULT_TEST_COMMAND,
@@ -58,6 +66,36 @@ TOOLING_PATH = re.compile(
     r"^(?:docs?|\.github|\.circleci|ci|scripts?|tools?|benchmarks?)/|^(?:setup|noxfile|fabfile|dodo|tasks)\.py$"
 )
 VERSION_NAMES = frozenset({"__version__", "VERSION", "version", "__version_info__", "version_info"})
+DEFAULT_PYTHON_FILES = ("test_*.py", "*_test.py")
+# Files in a test folder that say nothing about behaviour: a change to one of them alone is no test change.
+NOT_A_TEST_CHANGE = re.compile(r"^(?:readme|changes|changelog|licen[cs]e|authors)\b|^requirements.*\.txt$|^\.", re.I)
+
+
+@dataclass(frozen=True)
+class TestLayout:
+    """Which of a repository's files are its tests: the usual folders and names, and the test modules
+    its pytest settings name (`python_files` under `testpaths`, read as data: sandbox.pytest_settings).
+
+    A `testpaths` folder is not a test folder of itself: toolz's is the package, semver's has its docs.
+    """
+
+    testpaths: tuple[str, ...] = ()
+    python_files: tuple[str, ...] = DEFAULT_PYTHON_FILES
+
+    @classmethod
+    def of(cls, repo: Path) -> TestLayout:
+        """From the settings in `repo`'s checkout (its newest commit's); the usual ones when it has none."""
+        ini = dict(read_settings(repo)[0].ini)
+        roots = tuple(r for r in (p.strip("/") for p in ini.get("testpaths", ())) if r not in ("", "."))
+        return cls(roots, tuple(ini.get("python_files", DEFAULT_PYTHON_FILES)))
+
+    def is_test(self, path: str) -> bool:
+        pure = PurePosixPath(path)
+        if is_test_path(path, "tests") or pure.name == "conftest.py":
+            return True
+        return any(pure.is_relative_to(root) for root in self.testpaths) and any(
+            fnmatch(pure.name, pattern) for pattern in self.python_files
+        )
 
 
 @dataclass(frozen=True)
@@ -92,7 +130,7 @@ class Selection:
         return [*args, "--", *self.paths] if self.paths else args
 
 
-def candidates(repo: Path, selection: Selection = Selection()) -> list[Candidate]:
+def candidates(repo: Path, selection: Selection = Selection(), layout: TestLayout | None = None) -> list[Candidate]:
     """Non-merge commits (newest first unless asked otherwise) that change both non-test code and tests.
 
     Size limits are not applied here: `judge` says why a candidate is left out, so the build
@@ -100,6 +138,7 @@ def candidates(repo: Path, selection: Selection = Selection()) -> list[Candidate
     """
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise BuildError(f"{repo}: not a git repository")
+    layout = layout or TestLayout.of(repo)
     # --no-renames: a rename is a deletion and an addition, never "a/x.py => b/x.py", which is
     # no path at all (the test file it names cannot be read, the code diff comes out empty).
     log = git(
@@ -124,9 +163,9 @@ def candidates(repo: Path, selection: Selection = Selection()) -> list[Candidate
             files.append(path)
             lines += int(added) if added.isdigit() else 0
             lines += int(removed) if removed.isdigit() else 0
-        tests = tuple(f for f in files if is_test_path(f, "tests") and f.endswith(".py"))
+        tests = tuple(f for f in files if layout.is_test(f))
         code = tuple(f for f in files if f not in tests and f.endswith(".py"))
-        if tests and code:
+        if code and any(not NOT_A_TEST_CHANGE.match(PurePosixPath(f).name) for f in tests):
             found.append(Candidate(parts[0], parts[1], subject.strip(), body.strip(), code, tests, lines, len(files)))
     return found
 
@@ -150,6 +189,8 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
     if not _present(repo, candidate.commit, candidate.code_files):
         return SkipReason.NO_CODE_CHANGE, "the commit only deletes code files"
     for path in (*present, *_present(repo, candidate.commit, candidate.code_files)):
+        if not path.endswith(".py"):
+            continue  # a test's data: nothing to compile
         source = git(repo, "show", f"{candidate.commit}:{path}")
         try:
             pysource.parse(source, path)

@@ -132,14 +132,15 @@ def test_a_history_with_a_rename_and_a_test_deleting_commit_builds_and_the_repor
     added = tasks[f"acme__calc-{history['new_function'][:10]}"]
     assert added.validation_status == "valid", added.validation_report["reasons"]
     assert added.fail_to_pass == ["tests/test_mul.py::test_mul_of_two_numbers"]
-    # The other file's test ran on the base despite test_mul.py failing to import there.
-    assert "tests/test_calc.py::test_add_small" in added.pass_to_pass
+    # Only the hidden test module ran: on the base it cannot be imported, which is its failure there.
+    assert added.pass_to_pass == []
     broken = tasks[f"acme__calc-{history['uncollectable'][:10]}"]
     assert broken.validation_status == "invalid"
     (reason,) = broken.validation_report["reasons"]
     assert reason.startswith("tests cannot be collected with the expected patch: tests/test_helper.py: ")
     assert "No module named 'helper_module_never_written'" in reason
-    assert "tests/test_old.py: E   SyntaxError" in reason  # the Python 2 file the history left behind
+    # The Python 2 file the history left behind is no file of this task's: not collected, not counted.
+    assert "tests/test_old.py" not in reason
     # One run told it, not one per side and per repetition.
     assert broken.validation_report["test_seconds"] < 5
     assert report["invalid_by_reason"] == {"tests cannot be collected with the expected patch": 1}
