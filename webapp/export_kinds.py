@@ -26,10 +26,12 @@ from annotation.preferences import iter_preference_rows, parquet_schema
 from core.audit import AuditAction, record_redactions
 from core.audit import record as audit
 from tasks.exports import TaskExportError, iter_tasks, swebench_instance, task_record, taskdir_files
+from tasks.harbor import harbor_files
 from tasks.models import Task, TaskSuite
 from training.queries import export_lines, find_training_set
 from trajectories.conversation import TOOLS, RecordedStep, conversation
 from trajectories.exports import ExportLine, finished_only, iter_trajectory_lines_redacted_with
+from trajectories.interchange.atif import atif_document
 from trajectories.interchange.episodes import EpisodeError, episode, load_tokenizer
 from trajectories.interchange.predictions import prediction
 from trajectories.models import Trajectory
@@ -231,6 +233,12 @@ def _as_predictions(rows: Rows, options: ExportOptions) -> Rows:
     return Rows(made, rows.total, rows.unit, "predictions", "prediction")
 
 
+def _as_atif(rows: Rows, options: ExportOptions) -> Rows:
+    statement = Statements()
+    made = (atif_document(r, r.get("prompt") or statement(r)) for r in rows.rows)
+    return Rows(made, rows.total, rows.unit, "ATIF trajectories", "trajectory")
+
+
 def _as_episodes(rows: Rows, options: ExportOptions) -> Rows:
     if not options.tokenizer:
         raise ExportError("an episodes export needs a tokenizer (--tokenizer PATH, or ?tokenizer=)")
@@ -259,7 +267,7 @@ def _as_taskdir(rows: Rows, options: ExportOptions) -> Rows:
 @dataclass(frozen=True)
 class Format:
     layout: Layout
-    encoding: str  # jsonl | parquet | hf | taskdir
+    encoding: str  # jsonl | parquet | hf | taskdir | harbor
     schema: Callable[[ExportOptions], Any] | None = None
     columns: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Rows per Parquet row group, read when the export starts.
@@ -298,6 +306,8 @@ KINDS: dict[str, Kind] = {
             **_columnar(_same, lambda o: trajectory_schema(), trajectory_columns),
             "swe-bench-predictions": Format(_as_predictions, "jsonl"),
             "episodes": Format(_as_episodes, "jsonl"),
+            # One ATIF document per line (trajectories.interchange.atif).
+            "atif": Format(_as_atif, "jsonl"),
         },
         frozenset({"suite", "batch", "include_unfinished", "tokenizer", "model_name"}),
     ),
@@ -307,6 +317,8 @@ KINDS: dict[str, Kind] = {
             "jsonl": Format(_same, "jsonl"),
             "swe-bench": Format(_as_swebench, "jsonl"),
             "taskdir": Format(_as_taskdir, "taskdir"),
+            # The same directories as Harbor reads them (tasks.harbor); `encoding` picks the writer.
+            "harbor": Format(_as_taskdir, "harbor"),
             **_columnar(_same, lambda o: task_schema(), task_columns),
         },
         frozenset({"suite"}),
@@ -331,12 +343,13 @@ KINDS: dict[str, Kind] = {
 }
 # Which options only some formats take.
 FORMAT_OPTIONS = {"tokenizer": ("episodes",), "model_name": ("swe-bench-predictions",)}
-EXTENSIONS = {"jsonl": ".jsonl", "parquet": ".parquet", "hf": ".tar", "taskdir": ".tar"}
+EXTENSIONS = {"jsonl": ".jsonl", "parquet": ".parquet", "hf": ".tar", "taskdir": ".tar", "harbor": ".tar"}
 CONTENT_TYPES = {
     "jsonl": "application/jsonl",
     "parquet": "application/vnd.apache.parquet",
     "hf": "application/x-tar",
     "taskdir": "application/x-tar",
+    "harbor": "application/x-tar",
 }
 
 
@@ -365,7 +378,7 @@ def build_export(kind: str, format_name: str, options: ExportOptions, user: Any 
     export = Export(
         kind=kind,
         format=format_name,
-        shape=DIRECTORY if chosen.encoding in ("hf", "taskdir") else FILE,
+        shape=DIRECTORY if chosen.encoding in ("hf", "taskdir", "harbor") else FILE,
         total=rows.total,
         unit=rows.unit,
         noun=rows.noun,
@@ -378,8 +391,8 @@ def build_export(kind: str, format_name: str, options: ExportOptions, user: Any 
         export.pieces = redacted_lines(rows.lines, rows.where, export.redacted, export.tally)
     elif chosen.encoding == "jsonl":
         export.pieces = fmt.jsonl(marked(clean, export.redacted))
-    elif chosen.encoding == "taskdir":
-        export.files = _task_files(clean, export)
+    elif chosen.encoding in ("taskdir", "harbor"):
+        export.files = _task_files(clean, export, harbor_files if chosen.encoding == "harbor" else taskdir_files)
     else:
         assert chosen.schema is not None and chosen.columns is not None
         schema = chosen.schema(options).with_metadata({"crucible.redacted": json.dumps(export.redacted)})
@@ -395,14 +408,16 @@ def build_export(kind: str, format_name: str, options: ExportOptions, user: Any 
     return export
 
 
-def _task_files(records: Iterator[dict[str, Any]], export: Export) -> Iterator[FilePiece]:
+def _task_files(
+    records: Iterator[dict[str, Any]], export: Export, files: Callable[[Task], Iterable[FilePiece]]
+) -> Iterator[FilePiece]:
     """Each task's directory, its text files passed through redaction as the records are."""
     if not export.redacted:
         yield "EXPORT.json", json.dumps({UNREDACTED_MARK: True}).encode(), 0o644
     for record in records:
         task = Task.objects.get(pk=record["pk"])
         try:
-            for name, content, mode in taskdir_files(task):
+            for name, content, mode in files(task):
                 yield name, redact_file(name, content, export.redacted, export.tally), mode
         except TaskExportError as exc:
             raise ExportError(str(exc)) from None

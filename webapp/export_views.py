@@ -120,7 +120,7 @@ class ExportView(APIView):
         summary="Stream an export",
         description=(
             "kind: trajectories | tasks | preferences | training-set. format: jsonl, parquet, hf (a tar of a "
-            "Hugging Face datasets directory); tasks also swe-bench and taskdir (a tar of task directories); "
+            "Hugging Face datasets directory); tasks also swe-bench, taskdir and harbor (tars of task directories); "
             "trajectories also swe-bench-predictions and episodes (needs tokenizer); training-set also sft. "
             "Redacted unless an admin asks for unredacted=1 (header X-Crucible-Redacted)."
         ),

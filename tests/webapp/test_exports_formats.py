@@ -45,7 +45,7 @@ def rows_of(path: Path, fmt: str) -> list[dict[str, Any]]:
         return pq.read_table(path).to_pylist()  # type: ignore[no-any-return]
     if fmt == "hf":
         return list(load_from_disk(str(path)))
-    if fmt == "taskdir":
+    if fmt in ("taskdir", "harbor"):
         with tarfile.open(path) as archive:
             return [
                 {"name": m.name, "text": archive.extractfile(m).read().decode("utf-8", "replace")}  # type: ignore[union-attr]
@@ -101,12 +101,17 @@ def test_every_kind_and_format_is_redacted_loads_back_and_is_audited(
             text = json.dumps(rows)
             for secret in SECRETS:
                 assert secret not in text, (kind, fmt, SECRETS[secret])
-            if fmt not in ("episodes", "swe-bench-predictions", "taskdir"):
+            if fmt not in ("episodes", "swe-bench-predictions", "taskdir", "harbor"):
                 assert "[REDACTED:aws_access_key]" in text, (kind, fmt)
-            if kind in ("trajectories", "tasks") and fmt not in ("episodes", "swe-bench-predictions", "taskdir"):
+            if kind in ("trajectories", "tasks") and fmt not in (
+                "episodes",
+                "swe-bench-predictions",
+                "taskdir",
+                "harbor",
+            ):
                 for rule in SECRETS.values():
                     assert f"[REDACTED:{rule}]" in text, (kind, fmt, rule)
-            if fmt != "taskdir":
+            if fmt not in ("taskdir", "harbor"):
                 assert len(rows) == expected[kind], (kind, fmt)
             event = AuditEvent.objects.filter(action="export").latest("id")
             assert event.detail["format"] == fmt and event.detail["redacted"] is True

@@ -41,7 +41,7 @@ class Command(BaseCommand):
     help = (
         "Export tasks, trajectories, preference pairs (TRL) or a training set, streaming; the output "
         "appears only when complete. Formats: jsonl, parquet, hf (a Hugging Face datasets directory), "
-        "tasks as swe-bench or taskdir (a tar of task directories), trajectories as "
+        "tasks as swe-bench, taskdir or harbor (tars of task directories), trajectories as "
         "swe-bench-predictions or episodes (token ids, --tokenizer), training sets as sft (TRL)."
     )
 

@@ -1,0 +1,104 @@
+"""Harbor's task.toml schema, transcribed from its pydantic models for the tests.
+
+Source: src/harbor/models/task/config.py of Harbor at commit
+73fd120e731217b38f31667932ea26a28cdd4fff (the copy kept in LegoX/harbor), and the name
+pattern of src/harbor/constants.py. Field names, types and defaults are Harbor's; the network
+policy and MCP validators are left out (Crucible writes neither). `Strict` forbids unknown keys,
+which Harbor ignores: what Crucible writes must be a field Harbor knows.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+ORG_NAME_PATTERN = r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$"
+SOURCE_COMMIT = "73fd120e731217b38f31667932ea26a28cdd4fff"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Author(Strict):
+    name: str
+    email: str | None = None
+
+
+class PackageInfo(Strict):
+    name: str
+    description: str = ""
+    authors: list[Author] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+
+    @field_validator("name")
+    @classmethod
+    def validate_name_format(cls, value: str) -> str:
+        if not re.match(ORG_NAME_PATTERN, value) or ".." in value:
+            raise ValueError(f"Package name must be in 'org/name' format, got {value}")
+        return value
+
+
+class VerifierConfig(Strict):
+    timeout_sec: float = 600.0
+    env: dict[str, str] = Field(default_factory=dict)
+    user: str | int | None = None
+    network_mode: str | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+
+class SolutionConfig(Strict):
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class AgentConfig(Strict):
+    timeout_sec: float | None = None
+    user: str | int | None = None
+    network_mode: str | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+
+class HealthcheckConfig(Strict):
+    command: str
+    interval_sec: float = 5.0
+    timeout_sec: float = 30.0
+    start_period_sec: float = 0.0
+    start_interval_sec: float = 5.0
+    retries: int = 3
+
+
+class EnvironmentConfig(Strict):
+    build_timeout_sec: float = 600.0
+    docker_image: str | None = None
+    cpus: int = 1
+    memory_mb: int = 2048
+    storage_mb: int = 10240
+    gpus: int = 0
+    gpu_types: list[str] | None = None
+    allow_internet: bool = True
+    network_mode: str | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    skills_dir: str | None = None
+    healthcheck: HealthcheckConfig | None = None
+    memory: str | None = None
+    storage: str | None = None
+
+
+class TaskConfig(Strict):
+    schema_version: str = "1.1"
+    task: PackageInfo | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    verifier: VerifierConfig = Field(default_factory=VerifierConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
+    environment: EnvironmentConfig = Field(default_factory=EnvironmentConfig)
+    solution: SolutionConfig = Field(default_factory=SolutionConfig)
+    source: str | None = None
+
+
+def validate_task_toml(text: str) -> TaskConfig:
+    return TaskConfig.model_validate(tomllib.loads(text))

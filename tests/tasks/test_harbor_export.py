@@ -1,0 +1,124 @@
+"""`export tasks --format harbor`: every demo task, run as Harbor would run it, in Crucible's sandbox.
+
+Harbor builds environment/ into an image with the repository at /app, copies solution/ to
+/solution and runs solve.sh (its oracle agent), then copies tests/ to /tests and runs test.sh,
+which writes /logs/verifier/reward.json. Here the same scripts run under bwrap over the
+exported directory, with those paths mapped, and the runner's Python standing in for the image's.
+"""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from sandbox import Limits, Sandbox
+from sandbox.backends.bwrap import BwrapBackend
+from tasks.harbor_verifier import node_id, verdict
+from tasks.models import Task
+from tasks.services import import_task_dirs
+from tests.conftest import DEMO
+from tests.tasks.harbor_schema import validate_task_toml
+
+pytestmark = pytest.mark.django_db
+DEMO_TASKS = sorted(p.name for p in (DEMO / "tasks").glob("task_*"))
+LIMITS = Limits(wall_seconds=120)
+
+
+@pytest.fixture
+def exported(tmp_path: Path) -> Path:
+    import_task_dirs(DEMO / "tasks", "demo", "train")
+    out = tmp_path / "harbor.tar"
+    call_command("export", "tasks", "--format", "harbor", "--suite", "demo", "--out", str(out), verbosity=0)
+    with tarfile.open(out) as archive:
+        archive.extractall(tmp_path / "out", filter="data")
+    return tmp_path / "out" / "tasks-harbor"
+
+
+def run_as_harbor(task: Path, logs: Path, solve: bool) -> dict[str, float]:
+    """solve.sh (when asked) then test.sh over the task's repository, as Harbor's paths expect."""
+    logs.mkdir()
+    backend = BwrapBackend()
+    with Sandbox(task / "environment" / "repo", backend, limits=LIMITS) as box:
+        app = [(box.workspace, "/app")]
+        if solve:
+            done = backend.run(
+                ["bash", "/solution/solve.sh"],
+                box.workspace,
+                LIMITS,
+                extra_ro_binds=[(task / "solution", "/solution")],
+                extra_rw_binds=app,
+            )
+            assert done.exit_code == 0, done.stdout + done.stderr
+        done = backend.run(
+            ["bash", "/tests/test.sh"],
+            box.workspace,
+            LIMITS,
+            extra_ro_binds=[(task / "tests", "/tests")],
+            extra_rw_binds=[*app, (logs, "/logs")],
+        )
+        assert done.exit_code == 0, done.stdout + done.stderr
+    return json.loads((logs / "verifier" / "reward.json").read_text())
+
+
+def test_every_demo_task_scores_1_with_its_solution_and_0_without(exported: Path, tmp_path: Path) -> None:
+    assert sorted(p.name for p in exported.iterdir()) == DEMO_TASKS
+    for name in DEMO_TASKS:
+        solved = run_as_harbor(exported / name, tmp_path / f"{name}-solved", solve=True)
+        assert solved["reward"] == 1.0, (name, solved, (tmp_path / f"{name}-solved/verifier/verdict.json").read_text())
+        assert solved["fail_to_pass_passed"] == solved["fail_to_pass_total"] > 0
+        unsolved = run_as_harbor(exported / name, tmp_path / f"{name}-unsolved", solve=False)
+        assert unsolved["reward"] == 0.0, (name, unsolved)
+        assert unsolved["fail_to_pass_passed"] < unsolved["fail_to_pass_total"]
+
+
+def test_a_reward_file_left_in_logs_is_not_believed(exported: Path, tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    (logs / "verifier").mkdir(parents=True)
+    (logs / "verifier" / "reward.txt").write_text("1.0")
+    backend = BwrapBackend()
+    task = exported / "task_0001"
+    with Sandbox(task / "environment" / "repo", backend, limits=LIMITS) as box:
+        backend.run(
+            ["bash", "/tests/test.sh"],
+            box.workspace,
+            LIMITS,
+            extra_ro_binds=[(task / "tests", "/tests")],
+            extra_rw_binds=[(box.workspace, "/app"), (logs, "/logs")],
+        )
+    assert not (logs / "verifier" / "reward.txt").exists()
+    assert json.loads((logs / "verifier" / "reward.json").read_text())["reward"] == 0.0
+
+
+def test_task_toml_has_only_harbor_fields_and_carries_provenance(exported: Path) -> None:
+    task = Task.objects.get(task_id="task_0001")
+    config = validate_task_toml((exported / "task_0001" / "task.toml").read_text())
+    assert config.task is not None and config.task.name == "demo/task_0001"
+    assert config.verifier.timeout_sec == task.timeout_seconds + 60
+    assert config.agent.timeout_sec == task.max_steps * 60
+    crucible = config.metadata["crucible"]
+    assert crucible["version"] == task.version and crucible["validation"]["status"] == task.validation_status
+    assert (exported / "task_0001" / "instruction.md").read_text() == task.statement
+    assert "FROM python:3." in (exported / "task_0001" / "environment" / "Dockerfile").read_text()
+    for name in DEMO_TASKS:
+        validate_task_toml((exported / name / "task.toml").read_text())
+
+
+def test_the_verdict_needs_every_listed_test_and_a_report() -> None:
+    meta = {"fail_to_pass": ["tests/test_a.py::test_x"], "pass_to_pass": ["tests/test_a.py::TestC::test_y"]}
+    report = (
+        b'<testsuites><testsuite><testcase file="tests/test_a.py" classname="tests.test_a" name="test_x"/>'
+        b'<testcase file="tests/test_a.py" classname="tests.test_a.TestC" name="test_y"/></testsuite></testsuites>'
+    )
+    assert verdict(report, meta)["rewards"]["reward"] == 1.0
+    assert (
+        verdict(report.replace(b'name="test_y"/>', b'name="test_y"><skipped/></testcase>'), meta)["rewards"]["reward"]
+        == 0.0
+    )
+    assert verdict(None, meta, "no report")["rewards"]["reward"] == 0.0
+    assert verdict(b"<!DOCTYPE x [<!ENTITY a 'b'>]>" + report, meta)["rewards"]["reward"] == 0.0
+    assert verdict(report, {"fail_to_pass": [], "pass_to_pass": []})["rewards"]["reward"] == 0.0
+    assert node_id("tests/test_a.py", "tests.test_a.TestC", "test_y[1]") == "tests/test_a.py::TestC::test_y[1]"
