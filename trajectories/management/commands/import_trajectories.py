@@ -18,7 +18,7 @@ CRUCIBLE = "crucible"
 class Command(BaseCommand):
     help = (
         "Import trajectories, all or nothing: Crucible JSONL (one trajectory per line), or SWE-agent .traj, "
-        "mini-swe-agent or OpenHands trajectory files (--format)."
+        "mini-swe-agent, OpenHands or ATIF trajectory files (--format)."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -27,7 +27,8 @@ class Command(BaseCommand):
             "--format",
             choices=[CRUCIBLE, *CONVERTERS],
             default=CRUCIBLE,
-            help="crucible: JSONL; the others: one trajectory file each (an OpenHands output.jsonl: one per line)",
+            help="crucible: JSONL; the others: one trajectory file each (an OpenHands output.jsonl or an ATIF "
+            ".jsonl: one per line)",
         )
         parser.add_argument(
             "--task-id",

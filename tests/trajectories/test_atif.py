@@ -1,0 +1,161 @@
+"""ATIF both ways: real files from three producers import, exports validate against Harbor's schema,
+and a round trip keeps steps, tool calls, observations and metrics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.test import Client
+
+from tasks.models import TaskSuite
+from tests.conftest import client_for
+from tests.factories import TaskFactory
+from trajectories.models import Step, Trajectory
+
+pytestmark = pytest.mark.django_db
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "atif"
+SCHEMA = json.loads((FIXTURES / "atif.schema.json").read_text())
+PRODUCERS = ("openhands", "terminus-2", "mini-swe-agent")
+
+
+def validate(document: dict[str, Any]) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(document)
+
+
+def import_atif(path: Path, task_id: str = "task_0001") -> None:
+    call_command("import_trajectories", str(path), "--format", "atif", "--task-id", task_id, verbosity=0)
+
+
+def export_atif(tmp_path: Path) -> list[dict[str, Any]]:
+    out = tmp_path / "trajectories.atif.jsonl"
+    call_command("export", "trajectories", "--format", "atif", "--out", str(out), verbosity=0)
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def steps_of(trajectory: Trajectory) -> list[dict[str, Any]]:
+    fields = ("step", "action_type", "action_input", "observation", "thought", "exit_code", "extra")
+    return list(trajectory.steps.order_by("step").values(*fields))
+
+
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_the_fixtures_are_valid_atif_and_import_as_claims_only(producer: str) -> None:
+    path = FIXTURES / f"{producer}.trajectory.json"
+    validate(json.loads(path.read_text()))
+    TaskFactory.create(task_id="task_0001")
+    import_atif(path)
+    trajectory = Trajectory.objects.get()
+    assert trajectory.source == "imported" and trajectory.task is not None
+    assert trajectory.final_reward is None and trajectory.success is None
+    assert trajectory.prompt and trajectory.steps.count() >= 2
+    first = trajectory.steps.order_by("step").first()
+    assert first is not None and first.extra["metrics"]["prompt_tokens"] > 0
+    import_atif(path)
+    assert Trajectory.objects.count() == 1  # the same file again adds nothing
+
+
+def test_tool_calls_map_to_crucible_actions() -> None:
+    TaskFactory.create(task_id="task_0001")
+    import_atif(FIXTURES / "openhands.trajectory.json")
+    hands = steps_of(Trajectory.objects.get())
+    assert [s["action_type"] for s in hands] == ["write_file", "submit"]
+    assert hands[0]["action_input"] == {"path": "/app/hello.txt", "content": "Hello, world!"}
+    assert hands[0]["observation"] == "File created successfully at: /app/hello.txt"
+    assert hands[0]["extra"]["atif_call"]["function_name"] == "str_replace_editor"
+    assert hands[0]["extra"]["metrics"] == {"prompt_tokens": 100, "completion_tokens": 50, "cost_usd": 0.00075}
+    Trajectory.objects.all().delete()
+    import_atif(FIXTURES / "mini-swe-agent.trajectory.json")
+    mini = steps_of(Trajectory.objects.get())
+    assert [(s["action_type"], s["exit_code"]) for s in mini] == [
+        ("run_command", 0),
+        ("read_file", 0),
+        ("submit", None),
+    ]
+    assert mini[1]["observation"] == "Hello, world!"
+    Trajectory.objects.all().delete()
+    import_atif(FIXTURES / "terminus-2.trajectory.json")
+    terminus = steps_of(Trajectory.objects.get())
+    assert terminus[0]["action_input"] == {"command": "echo 'Hello, world!'\n"}
+    assert len(terminus[0]["extra"]["metrics"]["prompt_token_ids"]) > 0
+
+
+def test_every_export_validates_and_the_round_trip_keeps_steps_calls_observations_and_metrics(
+    demo_suite: TaskSuite, tmp_path: Path
+) -> None:
+    for producer in PRODUCERS:
+        import_atif(FIXTURES / f"{producer}.trajectory.json")
+    # Token counts of Crucible's own model policy go to the ATIF step metrics.
+    step = Step.objects.exclude(trajectory__policy_kind="atif").order_by("pk").first()
+    assert step is not None
+    step.extra = {**step.extra, "model": {"raw": "r", "prompt_tokens": 12, "completion_tokens": 3}}
+    step.save(update_fields=["extra"])
+    before = {t.trajectory_id: steps_of(t) for t in Trajectory.objects.all()}
+    documents = export_atif(tmp_path)
+    assert len(documents) == len(before) == 10
+    for document in documents:
+        validate(document)
+    mine = next(d for d in documents if d["trajectory_id"] == str(step.trajectory.trajectory_id))
+    metrics = next(
+        s["metrics"] for s in mine["steps"] if s.get("extra", {}).get("crucible", {}).get("step") == step.step
+    )
+    assert metrics == {"prompt_tokens": 12, "completion_tokens": 3}
+
+    Trajectory.objects.all().delete()
+    call_command("import_trajectories", str(tmp_path / "trajectories.atif.jsonl"), "--format", "atif", verbosity=0)
+    after = {t.trajectory_id: steps_of(t) for t in Trajectory.objects.all()}
+    assert after.keys() == before.keys()
+    for trajectory_id, steps in before.items():
+        assert after[trajectory_id] == steps, trajectory_id
+
+
+def test_the_rest_export_api_streams_atif(demo_suite: TaskSuite, researcher: User) -> None:
+    response = client_for(researcher).get("/api/v1/exports/trajectories/", {"format": "atif"})
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == 'attachment; filename="trajectories-atif.jsonl"'
+    lines = b"".join(response.streaming_content).splitlines()  # type: ignore[attr-defined]
+    assert len(lines) == Trajectory.objects.count()
+    for line in lines:
+        validate(json.loads(line))
+
+
+def test_agent_text_with_a_script_tag_renders_escaped(tmp_path: Path, reviewer_client: Client) -> None:
+    document = json.loads((FIXTURES / "openhands.trajectory.json").read_text())
+    document["steps"][4]["message"] = "<script>alert('atif')</script> done"
+    document["steps"][4]["observation"]["results"][0]["content"] = "<img src=x onerror=alert(2)>"
+    hostile = tmp_path / "hostile.json"
+    hostile.write_text(json.dumps(document))
+    TaskFactory.create(task_id="task_0001")
+    import_atif(hostile)
+    trajectory = Trajectory.objects.get()
+    html = reviewer_client.get(f"/trajectories/{trajectory.trajectory_id}/").content.decode()
+    assert "&lt;script&gt;alert(&#x27;atif&#x27;)&lt;/script&gt;" in html and "<script>alert('atif')" not in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html and "<img src=x" not in html
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d["steps"][4].update(step_id=9), r"steps\[4\]: step_id must be 5"),
+        (lambda d: d["steps"][4].update(source="robot"), r"step 5: source 'robot' is not system, user or agent"),
+        (lambda d: d["steps"][4]["tool_calls"][0].update(arguments="x"), r"step 5.tool_calls\[0\].arguments must be"),
+        (lambda d: d["steps"][5]["metrics"].update(prompt_tokens="many"), r"step 6.metrics.prompt_tokens must be"),
+        (lambda d: d.update(schema_version="ATIF-v9"), r"schema_version 'ATIF-v9' is not one of"),
+    ],
+)
+def test_a_malformed_file_names_the_step_and_writes_nothing(tmp_path: Path, change: Any, message: str) -> None:
+    TaskFactory.create(task_id="task_0001")
+    good = tmp_path / "good.json"
+    good.write_text((FIXTURES / "terminus-2.trajectory.json").read_text())
+    document = json.loads((FIXTURES / "openhands.trajectory.json").read_text())
+    change(document)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(document))
+    with pytest.raises(CommandError, match=rf"bad.json: {message}.*nothing was imported"):
+        call_command("import_trajectories", str(good), str(bad), "--format", "atif", "--task-id", "task_0001")
+    assert Trajectory.objects.count() == 0 and Step.objects.count() == 0
