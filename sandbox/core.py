@@ -19,7 +19,8 @@ from types import TracebackType
 from sandbox import gitops, quota, tools
 from sandbox.backends.base import WORKSPACE_MOUNT, Backend, SandboxError
 from sandbox.distinfo import version_file_text
-from sandbox.environments import Environment, environment_plugins
+from sandbox.env_plugins import environment_plugins
+from sandbox.environments import Environment
 from sandbox.hermetic import (
     DEFAULT_TEST_COMMAND,
     HARNESS_FILE,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
 import json
 import logging
@@ -34,7 +33,6 @@ import time
 import venv
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -42,7 +40,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 
 from sandbox.distinfo import MAX_VERSION_FILES, Project, ProjectError, check_version_file
 from sandbox.pytest_settings import PytestSettings, PytestSettingsError
-from sandbox.runner_env import EMPTY_DIR, runner_root, site_packages
+from sandbox.runner_env import EMPTY_DIR, runner_root
 
 logger = logging.getLogger(__name__)
 
@@ -64,9 +62,6 @@ LOG_TAIL_CHARS = 20_000
 _NAME = re.compile(r"[-_.]+")
 _PYTHON = re.compile(r"^3\.\d{1,2}$")
 _KEY = re.compile(r"^[0-9a-f]{16}$")
-PLUGIN_GROUP = "pytest11"
-MAX_PLUGINS = 32
-_MODULE = re.compile(r"[A-Za-z_]\w{0,99}(?:\.[A-Za-z_]\w{0,99}){0,9}", re.ASCII)
 
 
 class EnvBuildError(RuntimeError):
@@ -480,28 +475,6 @@ def _finish(env: Path, target: Path, spec: EnvSpec, lock: tuple[str, ...], secon
     # Written last: its presence is what says the environment is complete.
     (env / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     (env / MANIFEST).chmod(0o444)
-
-
-@functools.cache
-def _declared_plugins(site: str) -> tuple[str, ...]:
-    modules: list[str] = []
-    for dist in sorted(metadata.distributions(path=[site]), key=lambda d: normalise(d.metadata["Name"] or "")):
-        for entry in sorted(dist.entry_points.select(group=PLUGIN_GROUP), key=lambda e: e.name):
-            if not _MODULE.fullmatch(entry.value) or entry.value in modules:
-                # `module:attr` cannot be named with -p, and pytest's own plugins load without it.
-                logger.info("environment %s: pytest plugin %s = %r is not loaded", site, entry.name, entry.value[:80])
-                continue
-            modules.append(entry.value)
-    return tuple(modules[:MAX_PLUGINS])
-
-
-def environment_plugins(env: Environment) -> tuple[str, ...]:
-    """The modules of the pytest plugins (entry point group pytest11) the environment's own
-    distributions declare: what pytest's autoload would find in an installed environment.
-
-    Read on the host from the built, read-only venv, never from sys.path inside the run, so a
-    .dist-info in the workspace adds no plugin. The venv is content-addressed: read once."""
-    return _declared_plugins(str(site_packages(env.path)))
 
 
 def remove_environment(env: Environment) -> None:

@@ -68,3 +68,18 @@ def test_a_planted_upward_import_breaks_the_contract(tree_copy: Path, module: st
         target.write_text(original)
     assert result.returncode != 0
     assert broken in result.stdout, result.stdout[-4000:]
+
+
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_of_the_apps_is_over_500_lines() -> None:
+    # A module past this has stopped being one idea; migrations are generated, demo/ is data.
+    long = {
+        str(path.relative_to(ROOT)): lines
+        for package in [*PACKAGES, "bench"]
+        for path in (ROOT / package).rglob("*.py")
+        if "migrations" not in path.parts
+        and (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from sandbox import Sandbox
-from sandbox.environments import EnvBuildError, EnvSpec, ensure_environment, environment_plugins
+from sandbox.env_plugins import environment_plugins
+from sandbox.environments import EnvBuildError, EnvSpec, ensure_environment
 from sandbox.hermetic import own_modules
 from tasks.builders.environment import detect_environment
 from tests.tasks.test_environments import env_root  # noqa: F401 - the module's private environment root
