@@ -4,11 +4,12 @@
     <task_id>/task.toml                Crucible's provenance, validation and timeouts
     <task_id>/environment/Dockerfile   the task's Python and its locked requirements
     <task_id>/environment/repo/        the repository snapshot, copied to /app
+    <task_id>/environment/generated/   version modules a build backend would write (when any)
     <task_id>/solution/solve.sh        applies solution/expected.patch in /app
     <task_id>/tests/test.sh            copies tests/hidden/ into /app, runs pytest, writes
                                        /logs/verifier/reward.json (tests/crucible_verify.py)
-    <task_id>/tests/crucible_task.json the task's metadata.json: what the verifier checks, and
-                                       what `import_tasks --format harbor` reads back
+    <task_id>/tests/crucible_task.json the tests the verifier checks, and the task's metadata.json,
+                                       which `import_tasks --format harbor` reads back
 
 The verifier is Crucible's reward in its plainest form: the FAIL_TO_PASS and PASS_TO_PASS
 lists must all pass, read from a JUnit report written under /logs, never in the workspace.
@@ -62,7 +63,7 @@ def harbor_files(task: Task) -> Iterator[FilePiece]:
     yield f"{root}/environment/Dockerfile", dockerfile(task, spec).encode(TEXT), 0o644
     yield f"{root}/environment/requirements.txt", "\n".join(requirements(spec)).encode(TEXT) + b"\n", 0o644
     yield from _tree(f"{root}/environment/repo", base)
-    yield from _version_files(f"{root}/environment/repo", base, spec)
+    yield from _version_files(f"{root}/environment/generated", base, spec)
     yield f"{root}/solution/solve.sh", SOLVE_SH.encode(TEXT), 0o755
     yield f"{root}/solution/expected.patch", task.expected_patch.encode(TEXT), 0o644
     yield f"{root}/tests/test.sh", test_sh(task).encode(TEXT), 0o755
@@ -91,13 +92,14 @@ def _json(data: Any) -> bytes:
 
 
 def crucible_task(task: Task) -> dict[str, Any]:
-    """metadata.json as imported, with the lists scoring uses (validation's when it gave none)."""
+    """The lists scoring uses (validation's when the metadata gave none), and metadata.json as
+    imported, byte for byte in meaning: importing the directory gives the same task version."""
     return {
-        **task.metadata,
         "task_id": task.task_id,
         "tests_dest": task.tests_dest,
         "fail_to_pass": list(task.fail_to_pass),
         "pass_to_pass": list(task.pass_to_pass),
+        "metadata": task.metadata,
     }
 
 
@@ -219,6 +221,9 @@ def dockerfile(task: Task, spec: EnvSpec | None) -> str:
         f"WORKDIR {WORKDIR}",
         f"COPY repo/ {WORKDIR}/",
     ]
+    if spec and spec.version_files:
+        # Kept apart from repo/ so that the snapshot stays the task's own tree.
+        lines.append(f"COPY generated/ {WORKDIR}/")
     variables = dict(spec.variables) if spec else {}
     if spec and spec.pythonpath:
         variables["PYTHONPATH"] = ":".join(f"{WORKDIR}/{entry}" for entry in spec.pythonpath)

@@ -10,6 +10,7 @@ from tqdm import tqdm
 from core.vocabulary import Split, values
 from tasks.builders import swebench
 from tasks.builders.common import BuildError
+from tasks.harbor_import import import_harbor_dirs
 from tasks.services import TaskImportResult, import_task_dirs
 from tasks.storage import TreeError
 from tasks.taskdir import TaskDirError
@@ -18,11 +19,18 @@ from tasks.taskdir import TaskDirError
 class Command(BaseCommand):
     help = (
         "Import task directories (one, a folder of them, or a .tar/.tar.gz/.zip of either) or SWE-bench JSONL "
-        "into a suite. Links and special files are refused, in folders and archives alike."
+        "into a suite; --format harbor reads Harbor task directories (one, a dataset folder of them, or an archive). "
+        "Links and special files are refused, in folders and archives alike."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path", type=Path)
+        parser.add_argument(
+            "--format",
+            choices=("taskdir", "harbor"),
+            default="taskdir",
+            help="taskdir: Crucible task directories (SWE-bench JSONL by its suffix); harbor: Harbor task directories",
+        )
         parser.add_argument("--suite", default=None, help="suite name (default: 'default')")
         parser.add_argument("--split", choices=values(Split), default=None)
         parser.add_argument(
@@ -41,7 +49,9 @@ class Command(BaseCommand):
             )
 
         try:
-            if path.suffix == ".jsonl":
+            if options["format"] == "harbor":
+                result = import_harbor_dirs(path, options["suite"], options["split"], progress=progress)
+            elif path.suffix == ".jsonl":
                 result = self._swebench(path, options, progress)
             else:
                 result = import_task_dirs(path, options["suite"], options["split"], progress=progress)
