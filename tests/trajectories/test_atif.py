@@ -100,6 +100,8 @@ def test_every_export_validates_and_the_round_trip_keeps_steps_calls_observation
     assert len(documents) == len(before) == 10
     for document in documents:
         validate(document)
+    names = {d["agent"]["name"] for d in documents}
+    assert {"openhands", "terminus-2", "mini-swe-agent"} <= names  # an imported file's agent, as it was
     mine = next(d for d in documents if d["trajectory_id"] == str(step.trajectory.trajectory_id))
     metrics = next(
         s["metrics"] for s in mine["steps"] if s.get("extra", {}).get("crucible", {}).get("step") == step.step
@@ -146,6 +148,11 @@ def test_agent_text_with_a_script_tag_renders_escaped(tmp_path: Path, reviewer_c
         (lambda d: d["steps"][4]["tool_calls"][0].update(arguments="x"), r"step 5.tool_calls\[0\].arguments must be"),
         (lambda d: d["steps"][5]["metrics"].update(prompt_tokens="many"), r"step 6.metrics.prompt_tokens must be"),
         (lambda d: d.update(schema_version="ATIF-v9"), r"schema_version 'ATIF-v9' is not one of"),
+        (lambda d: d["steps"][1].update(timestamp="yesterday"), r"step 2: timestamp 'yesterday' is not an ISO 8601"),
+        (
+            lambda d: d["steps"][1].update(reasoning_content="hm"),
+            r"step 2: tool_calls, metrics and reasoning_content belong",
+        ),
     ],
 )
 def test_a_malformed_file_names_the_step_and_writes_nothing(tmp_path: Path, change: Any, message: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import shlex
 import uuid
+from datetime import datetime
 from typing import Any
 
 from core.vocabulary import ActionType, Termination
@@ -196,28 +197,44 @@ def _exit_code(extra: dict[str, Any]) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+Plan = tuple[str, Any, dict[str, Any] | None]  # action type, input, the call it came from
+
+
+def _plan(message: str, calls: list[dict[str, Any]], own: dict[str, Any], where: str) -> list[Plan]:
+    """What the agent did: each tool call, or else the one bash block of its message."""
+    if calls:
+        return [(*_action(call, own, where), call) for call in calls]
+    if any(marker in message for marker in mini_swe_agent.SUBMIT_MARKERS):
+        return [(ActionType.SUBMIT, None, None)]
+    blocks = mini_swe_agent.BLOCK.findall(message)
+    return [(*shell_step(blocks[0]), None) if len(blocks) == 1 else (ActionType.INVALID, None, None)]
+
+
+def _first_extra(step: dict[str, Any], own: dict[str, Any], where: str) -> dict[str, Any]:
+    """What belongs to the ATIF step as a whole, kept on its first Crucible step."""
+    extra = dict(mapping(own.get("extra"), f"{where}.extra.crucible.extra"))  # our own step's extra, as it was
+    reasoning = text(step.get("reasoning_content"), f"{where}.reasoning_content")
+    if reasoning:
+        extra[REASONING] = reasoning
+    metrics = _metrics(step.get("metrics"), f"{where}.metrics")
+    # Our own export's metrics come from the model call it kept: that comes back instead.
+    if metrics and MODEL_CALL not in extra:
+        extra[METRICS] = metrics
+    return extra
+
+
 def _agent_steps(step: dict[str, Any], where: str, number: int) -> list[dict[str, Any]]:
     """One ATIF agent step as Crucible steps numbered from `number`."""
     message = _content(step.get("message"), f"{where}.message")
-    reasoning = text(step.get("reasoning_content"), f"{where}.reasoning_content")
-    metrics = _metrics(step.get("metrics"), f"{where}.metrics")
     own = mapping(mapping(step.get("extra"), f"{where}.extra").get("crucible"), f"{where}.extra.crucible")
-    calls = _calls(step, where)
     results = _results(step, where)
-    if not calls:
-        blocks = mini_swe_agent.BLOCK.findall(message)
-        kind, given = shell_step(blocks[0]) if len(blocks) == 1 else (ActionType.INVALID, None)
-        if any(marker in message for marker in mini_swe_agent.SUBMIT_MARKERS):
-            kind, given = ActionType.SUBMIT, None
-        plan: list[tuple[str, Any, dict[str, Any] | None]] = [(kind, given, None)]
-    else:
-        plan = [(*_action(call, own, where), call) for call in calls]
+    first = _first_extra(step, own, where)
+    duration = own.get("duration_ms")
     out = []
-    for index, (kind, given, call) in enumerate(plan):
+    for index, (kind, given, call) in enumerate(_plan(message, _calls(step, where), own, where)):
         observation, result_extra = _observation(results, call["tool_call_id"] if call else None, index == 0)
         if call is None:
             observation, result_extra = _bash_output(observation, result_extra)
-        timestamp = step.get("timestamp")
         row: dict[str, Any] = {
             "step": number + index,
             "action_type": kind,
@@ -225,25 +242,26 @@ def _agent_steps(step: dict[str, Any], where: str, number: int) -> list[dict[str
             "observation": observation,
             "observation_truncated": result_extra.get("observation_truncated") is True,
             "thought": message if index == 0 else "",
-            "timestamp": timestamp if isinstance(timestamp, str) else None,
+            "timestamp": step.get("timestamp"),
             "exit_code": _exit_code(result_extra),
         }
         if call is not None and call["function_name"] not in ACTION_TYPES:
             # A harness's own tool: kept, so that an export writes the call back as it was made.
             row[CALL] = call
-        if index == 0 and reasoning:
-            row[REASONING] = reasoning
-        restored = mapping(own.get("extra"), f"{where}.extra.crucible.extra")
-        if index == 0 and metrics and MODEL_CALL not in restored:
-            # (Our own export's metrics come from the model call it kept: that comes back instead.)
-            row[METRICS] = metrics
-        if isinstance(own.get("duration_ms"), (int, float)) and not isinstance(own.get("duration_ms"), bool):
-            row["duration_ms"] = own["duration_ms"]
+        if isinstance(duration, (int, float)) and not isinstance(duration, bool):
+            row["duration_ms"] = duration
         if index == 0:
-            # Keys of our own steps' extra (the export's extra.crucible.extra), as they were.
-            row |= {k: v for k, v in restored.items() if k not in row}
+            row |= {k: v for k, v in first.items() if k not in row}
         out.append(row)
     return out
+
+
+def _is_time(value: str) -> bool:
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _check_step(raw: Any, index: int) -> dict[str, Any]:
@@ -257,6 +275,9 @@ def _check_step(raw: Any, index: int) -> dict[str, Any]:
         raise InterchangeError(f"{where}: source {str(step.get('source'))[:40]!r} is not system, user or agent")
     if "message" not in step:
         raise InterchangeError(f"{where}: message is missing (it may be an empty string)")
+    stamp = step.get("timestamp")
+    if stamp is not None and not (isinstance(stamp, str) and _is_time(stamp)):
+        raise InterchangeError(f"{where}: timestamp {str(stamp)[:40]!r} is not an ISO 8601 time")
     if step["source"] != "agent" and (step.get("tool_calls") or step.get("metrics") or step.get("reasoning_content")):
         raise InterchangeError(f"{where}: tool_calls, metrics and reasoning_content belong to agent steps only")
     return step
@@ -446,6 +467,21 @@ def _final_metrics(steps: list[dict[str, Any]], total: int) -> dict[str, Any]:
     return final
 
 
+def _export_agent(trajectory: dict[str, Any], policy: dict[str, Any], model: str) -> dict[str, Any]:
+    """The agent that made the trajectory: the imported file's own, else the Crucible policy."""
+    source = trajectory.get("imported_from")
+    info = source.get("info") if isinstance(source, dict) and source.get("format") == FORMAT else None
+    named = info.get("agent") if isinstance(info, dict) else None
+    if isinstance(named, dict) and isinstance(named.get("name"), str) and isinstance(named.get("version"), str):
+        agent: dict[str, Any] = {"name": named["name"], "version": named["version"]}
+    else:
+        agent = {"name": f"crucible-{policy.get('kind') or 'policy'}", "version": "1"}
+    if model:
+        agent["model_name"] = model
+    agent["extra"] = {"policy": policy}
+    return agent
+
+
 def atif_document(trajectory: dict[str, Any], prompt: str) -> dict[str, Any]:
     """One exported trajectory record as an ATIF document (valid against Harbor's schema)."""
     given = trajectory.get("policy")
@@ -453,10 +489,7 @@ def atif_document(trajectory: dict[str, Any], prompt: str) -> dict[str, Any]:
     model = str(policy.get("model") or "")
     steps = [{"step_id": 1, "source": "user", "message": prompt}]
     steps += [_export_step(s, i + 2, model) for i, s in enumerate(trajectory["steps"])]
-    agent: dict[str, Any] = {"name": f"crucible-{policy.get('kind') or 'policy'}", "version": "1"}
-    if model:
-        agent["model_name"] = model
-    agent["extra"] = {"policy": policy}
+    agent = _export_agent(trajectory, policy, model)
     own = {
         key: trajectory.get(key)
         for key in (
