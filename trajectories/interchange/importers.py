@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from trajectories.interchange import atif, mini_swe_agent, openhands, swe_agent
+from trajectories.interchange import atif_import, mini_swe_agent, openhands, swe_agent
 from trajectories.interchange.common import InterchangeError
 from trajectories.schema import RecordError
 from trajectories.services import TrajectoryImportResult, import_trajectories
@@ -24,7 +24,7 @@ CONVERTERS: dict[str, Converter] = {
     swe_agent.FORMAT: swe_agent.convert,
     mini_swe_agent.FORMAT: mini_swe_agent.convert,
     openhands.FORMAT: openhands.convert,
-    atif.FORMAT: atif.convert,
+    atif_import.FORMAT: atif_import.convert,
 }
 # A foreign trajectory file is read whole (JSON has no streaming form here); this bounds it.
 MAX_FILE_BYTES = 256 * 1024 * 1024
