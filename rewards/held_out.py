@@ -206,17 +206,20 @@ _sys.stdout.write("\\n@@held-out@@" + _json.dumps(_out))
 
 # The calls run under one fixed hash seed: a value that shows a set inside a repr of its own
 # (`complement({'a', 'b'})`) shows it in hash order, which would differ from run to run otherwise.
-# The script starts itself again with the seed set, with the flags it was started with.
+# The script starts itself again with the seed set, with the flags it was started with; its
+# text goes in pieces (one argument may hold only 128 KiB) and sys.argv is put back as it was.
 SEEDED = """
 import os as _os, sys as _sys
 _BODY = {body!r}
+_LOAD = "import sys; _b = ''.join(sys.argv[1:]); sys.argv[:] = ['-']; exec(compile(_b, '<held-out>', 'exec'))"
 if _os.environ.get("PYTHONHASHSEED") != "0":
     _os.environ["PYTHONHASHSEED"] = "0"
     _flags = [f for f, on in (("-P", _sys.flags.safe_path), ("-s", _sys.flags.no_user_site)) if on]
+    _pieces = [_BODY[i : i + 65536] for i in range(0, len(_BODY), 65536)]
     try:
-        _os.execv(_sys.executable, [_sys.executable, *_flags, "-c", _BODY])
+        _os.execv(_sys.executable, [_sys.executable, *_flags, "-c", _LOAD, *_pieces])
     except OSError:
-        pass
+        pass  # not seeded: the calls still run, and a set inside a repr may differ
 exec(compile(_BODY, "<held-out>", "exec"))
 """
 

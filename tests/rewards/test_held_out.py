@@ -57,6 +57,13 @@ def test_a_set_inside_a_repr_reads_the_same_under_any_hash_seed(tmp_path: Path) 
     assert judge(held_out(calls), first, second) == []
 
 
+def test_calls_longer_than_one_argument_may_hold_are_seeded_too(tmp_path: Path) -> None:
+    calls = [f"complement({WORDS}.split() + ['{'y' * 150_000}'])"]
+    first = answers(tmp_path, "one", COMPLEMENT, calls, seed="1")
+    assert first == answers(tmp_path, "two", COMPLEMENT, calls, seed="2")
+    assert first["p0"].startswith("=complement({")
+
+
 def test_the_same_set_built_another_way_reads_the_same(tmp_path: Path) -> None:
     calls = [f"tags({WORDS})", "tags('one two three four five six seven eight nine')"]
     reference = answers(tmp_path, "plain", PLAIN, calls)
