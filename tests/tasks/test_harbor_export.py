@@ -17,6 +17,7 @@ from django.core.management import call_command
 
 from sandbox import Limits, Sandbox
 from sandbox.backends.bwrap import BwrapBackend
+from tasks.harbor_run import run_harbor_task
 from tasks.harbor_verifier import node_id, verdict
 from tasks.models import Task
 from tasks.services import import_task_dirs
@@ -38,39 +39,20 @@ def exported(tmp_path: Path) -> Path:
     return tmp_path / "out" / "tasks-harbor"
 
 
-def run_as_harbor(task: Path, logs: Path, solve: bool) -> dict[str, float]:
+def run_as_harbor(task: Path, solve: bool) -> dict[str, float]:
     """solve.sh (when asked) then test.sh over the task's repository, as Harbor's paths expect."""
-    logs.mkdir()
-    backend = BwrapBackend()
-    with Sandbox(task / "environment" / "repo", backend, limits=LIMITS) as box:
-        app = [(box.workspace, "/app")]
-        if solve:
-            done = backend.run(
-                ["bash", "/solution/solve.sh"],
-                box.workspace,
-                LIMITS,
-                extra_ro_binds=[(task / "solution", "/solution")],
-                extra_rw_binds=app,
-            )
-            assert done.exit_code == 0, done.stdout + done.stderr
-        done = backend.run(
-            ["bash", "/tests/test.sh"],
-            box.workspace,
-            LIMITS,
-            extra_ro_binds=[(task / "tests", "/tests")],
-            extra_rw_binds=[*app, (logs, "/logs")],
-        )
-        assert done.exit_code == 0, done.stdout + done.stderr
-    return json.loads((logs / "verifier" / "reward.json").read_text())
+    run = run_harbor_task(task, solve=solve, base=task / "environment" / "repo", limits=LIMITS)
+    assert run.test_exit == 0 and run.solve_exit in (None, 0), run.output
+    return run.rewards
 
 
 def test_every_demo_task_scores_1_with_its_solution_and_0_without(exported: Path, tmp_path: Path) -> None:
     assert sorted(p.name for p in exported.iterdir()) == DEMO_TASKS
     for name in DEMO_TASKS:
-        solved = run_as_harbor(exported / name, tmp_path / f"{name}-solved", solve=True)
-        assert solved["reward"] == 1.0, (name, solved, (tmp_path / f"{name}-solved/verifier/verdict.json").read_text())
+        solved = run_as_harbor(exported / name, solve=True)
+        assert solved["reward"] == 1.0, (name, solved)
         assert solved["fail_to_pass_passed"] == solved["fail_to_pass_total"] > 0
-        unsolved = run_as_harbor(exported / name, tmp_path / f"{name}-unsolved", solve=False)
+        unsolved = run_as_harbor(exported / name, solve=False)
         assert unsolved["reward"] == 0.0, (name, unsolved)
         assert unsolved["fail_to_pass_passed"] < unsolved["fail_to_pass_total"]
 

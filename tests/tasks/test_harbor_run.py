@@ -1,0 +1,109 @@
+"""A Harbor task's own scripts in Crucible's sandbox: its Dockerfile's subset, its solution, its
+verifier script, and its reward file read as hostile output."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sandbox import Limits
+from tasks.harbor_run import HarborRunError, read_dockerfile, read_reward, run_harbor_task
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "harbor"
+LIMITS = Limits(wall_seconds=60)
+
+
+def test_a_foreign_task_scores_1_with_its_solution_and_0_without() -> None:
+    solved = run_harbor_task(FIXTURES / "count-words", solve=True, limits=LIMITS)
+    assert solved.reward == 1.0 and solved.solve_exit == 0, solved.output
+    unsolved = run_harbor_task(FIXTURES / "count-words", solve=False, limits=LIMITS)
+    assert unsolved.reward == 0.0, unsolved.output
+
+
+def test_a_dockerfile_outside_the_subset_is_refused_by_line(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    shutil.copytree(FIXTURES / "count-words", task)
+    dockerfile = task / "environment" / "Dockerfile"
+    for line, refusal in (
+        ("FROM ubuntu:24.04", "only python:X.Y images"),
+        ("FROM python:3.12\nUSER agent", "USER is not supported"),
+        ("FROM python:3.12\nWORKDIR /etc", "would hide a path"),
+        ("FROM python:3.12\nCOPY ../secret .", "a plain path in the build context"),
+        ("FROM python:3.12\nCOPY --from=builder /x .", "only `COPY SRC... DEST`"),
+        ("FROM python:3.12\nWORKDIR /app\nCOPY . /srv", "only into the WORKDIR"),
+    ):
+        dockerfile.write_text(line + "\n")
+        with pytest.raises(HarborRunError, match=refusal):
+            run_harbor_task(task, solve=False, limits=LIMITS)
+
+
+def test_a_run_step_that_needs_the_network_fails_with_its_line(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    shutil.copytree(FIXTURES / "count-words", task)
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM python:3.12-slim\nWORKDIR /app\nRUN python -c \"import urllib.request as u; u.urlopen('http://example.com')\"\n"
+    )
+    with pytest.raises(HarborRunError, match="failed in the sandbox"):
+        run_harbor_task(task, solve=False, limits=LIMITS)
+
+
+def test_copy_and_env_build_the_workspace(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    shutil.copytree(FIXTURES / "count-words", task)
+    (task / "environment" / "data").mkdir()
+    (task / "environment" / "data" / "input.txt").write_text("b a b\n")
+    (task / "environment" / "Dockerfile").write_text(
+        "FROM python:3.12-slim\nWORKDIR /app\nCOPY data/ /app/\nENV GREETING=hello\n"
+        'RUN test "$GREETING" = hello && test -f /app/input.txt\n'
+    )
+    assert read_dockerfile(task).variables == {"GREETING": "hello"}
+    assert run_harbor_task(task, solve=True, limits=LIMITS).rewards == {"reward": 0.0}  # "b 2" is not "the 3"
+
+
+def write_reward(tmp_path: Path, name: str, content: bytes | None = None) -> Path:
+    verifier = tmp_path / "logs" / "verifier"
+    verifier.mkdir(parents=True)
+    if content is not None:
+        (verifier / name).write_bytes(content)
+    return verifier / name
+
+
+def test_rewards_are_read_as_harbor_reads_them(tmp_path: Path) -> None:
+    write_reward(tmp_path, "reward.json", b'{"reward": 1, "tests_passed": 3}')
+    assert read_reward(tmp_path / "logs") == {"reward": 1.0, "tests_passed": 3.0}
+    (tmp_path / "logs" / "verifier" / "reward.txt").write_text("0.5\n")
+    assert read_reward(tmp_path / "logs") == {"reward": 0.5}  # reward.txt first
+    assert read_reward(tmp_path / "nothing") == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "refusal"),
+    [
+        ("reward.txt", b"one", "not a number"),
+        ("reward.txt", b"nan", "finite number"),
+        ("reward.txt", b"1" * 70_000, "larger than"),
+        ("reward.json", b'{"reward": true}', "finite number"),
+        ("reward.json", b"[1.0]", "an object of"),
+        ("reward.json", b"{", "not JSON"),
+    ],
+)
+def test_a_reward_file_that_cannot_be_believed_is_refused(
+    tmp_path: Path, name: str, content: bytes, refusal: str
+) -> None:
+    write_reward(tmp_path, name, content)
+    with pytest.raises(HarborRunError, match=refusal):
+        read_reward(tmp_path / "logs")
+
+
+def test_a_link_or_fifo_as_the_reward_is_refused(tmp_path: Path) -> None:
+    target = write_reward(tmp_path, "reward.txt")
+    os.symlink("/etc/hostname", target)
+    with pytest.raises(HarborRunError, match="symbolic link"):
+        read_reward(tmp_path / "logs")
+    target.unlink()
+    os.mkfifo(target)
+    with pytest.raises(HarborRunError, match="FIFO"):
+        read_reward(tmp_path / "logs")
