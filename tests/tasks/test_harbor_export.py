@@ -8,20 +8,23 @@ exported directory, with those paths mapped, and the runner's Python standing in
 
 from __future__ import annotations
 
+import io
 import json
 import tarfile
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
+from core.models import AuditEvent
 from sandbox import Limits, Sandbox
 from sandbox.backends.bwrap import BwrapBackend
 from tasks.harbor_run import run_harbor_task
 from tasks.harbor_verifier import node_id, verdict
 from tasks.models import Task
 from tasks.services import import_task_dirs
-from tests.conftest import DEMO
+from tests.conftest import DEMO, client_for
 from tests.tasks.harbor_schema import validate_task_toml
 
 pytestmark = pytest.mark.django_db
@@ -104,3 +107,14 @@ def test_the_verdict_needs_every_listed_test_and_a_report() -> None:
     assert verdict(b"<!DOCTYPE x [<!ENTITY a 'b'>]>" + report, meta)["rewards"]["reward"] == 0.0
     assert verdict(report, {"fail_to_pass": [], "pass_to_pass": []})["rewards"]["reward"] == 0.0
     assert node_id("tests/test_a.py", "tests.test_a.TestC", "test_y[1]") == "tests/test_a.py::TestC::test_y[1]"
+
+
+def test_the_api_streams_the_harbor_directories_as_a_tar(researcher: User) -> None:
+    import_task_dirs(DEMO / "tasks", "demo", "train")
+    response = client_for(researcher).get("/api/v1/exports/tasks/", {"format": "harbor", "suite": "demo"})
+    assert response.status_code == 200 and response["Content-Type"] == "application/x-tar"
+    content = b"".join(response.streaming_content)  # type: ignore[attr-defined]
+    with tarfile.open(fileobj=io.BytesIO(content)) as archive:
+        names = set(archive.getnames())
+    assert {"tasks-harbor/task_0001/task.toml", "tasks-harbor/task_0001/tests/test.sh"} <= names
+    assert AuditEvent.objects.filter(action="export", detail__format="harbor").exists()
