@@ -20,9 +20,11 @@ from django.core.management import call_command
 from core.models import AuditEvent
 from sandbox import Limits, Sandbox
 from sandbox.backends.bwrap import BwrapBackend
+from sandbox.environments import EnvSpec
+from tasks.harbor import PYTEST_PIN, dockerfile, pytest_ini, requirements
 from tasks.harbor_run import run_harbor_task
 from tasks.harbor_verifier import node_id, verdict
-from tasks.models import Task
+from tasks.models import Task, TaskEnvironment
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO, client_for
 from tests.tasks.harbor_schema import validate_task_toml
@@ -118,3 +120,24 @@ def test_the_api_streams_the_harbor_directories_as_a_tar(researcher: User) -> No
         names = set(archive.getnames())
     assert {"tasks-harbor/task_0001/task.toml", "tasks-harbor/task_0001/tests/test.sh"} <= names
     assert AuditEvent.objects.filter(action="export", detail__format="harbor").exists()
+
+
+def test_the_dockerfile_carries_the_environment_and_the_lock() -> None:
+    spec = EnvSpec.from_json(
+        {
+            "python": "3.12",
+            "requirements": ["attrs>=23"],
+            "pythonpath": ["src"],
+            "variables": {"TZ": "UTC", "PRICE": "$5"},
+            "pytest": {"ini": {"xfail_strict": ["true"]}, "args": []},
+            "version_files": [["src/pkg/_version.py", "1.2.3"]],
+        }
+    )
+    task = Task(task_id="t1", version="sha256:abc")
+    text = dockerfile(task, spec)
+    assert "FROM python:3.12-slim" in text and "COPY generated/ /app/" in text
+    assert 'ENV PYTHONPATH="/app/src"' in text and 'ENV PRICE="\\$5"' in text and 'ENV TZ="UTC"' in text
+    assert requirements(spec) == ["attrs>=23", PYTEST_PIN]
+    TaskEnvironment.objects.create(spec_hash=spec.spec_hash(), built=True, lock=["attrs==23.2.0", "pytest==8.3.1"])
+    assert requirements(spec) == ["attrs==23.2.0", "pytest==8.3.1"]
+    assert "xfail_strict =\n    true" in pytest_ini(spec)
