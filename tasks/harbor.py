@@ -71,6 +71,8 @@ def harbor_files(task: Task) -> Iterator[FilePiece]:
     yield f"{root}/tests/crucible_task.json", _json(crucible_task(task)), 0o644
     yield f"{root}/tests/pytest.ini", pytest_ini(spec).encode(TEXT), 0o644
     yield from _tree(f"{root}/tests/hidden", tests)
+    yield from _conftests(f"{root}/tests/conftests", base)
+    yield f"{root}/tests/plugins/crucible_workspace_path.py", WORKSPACE_PATH_PLUGIN.encode(TEXT), 0o644
 
 
 def _tree(prefix: str, tree: Path) -> Iterator[FilePiece]:
@@ -78,6 +80,13 @@ def _tree(prefix: str, tree: Path) -> Iterator[FilePiece]:
         # The executable bit is part of the tree's hash, so it must survive the trip.
         mode = 0o755 if path.stat().st_mode & stat.S_IXUSR else 0o644
         yield f"{prefix}/{rel}", path.read_bytes(), mode
+
+
+def _conftests(prefix: str, base: Path) -> Iterator[FilePiece]:
+    """The snapshot's conftest.py files: the verifier puts them back, and removes any other."""
+    for rel, path in iter_tree(base):
+        if rel.rsplit("/", 1)[-1] == "conftest.py":
+            yield f"{prefix}/{rel}", path.read_bytes(), 0o644
 
 
 def _version_files(prefix: str, base: Path, spec: EnvSpec | None) -> Iterator[FilePiece]:
@@ -248,6 +257,13 @@ def test_sh(task: Task) -> str:
     return TEST_SH.replace("@TIMEOUT@", str(int(task.timeout_seconds))).replace("@TASK@", task.task_id)
 
 
+WORKSPACE_PATH_PLUGIN = f"""# Loaded with -p by tests/test.sh, which starts Python with PYTHONSAFEPATH: the workspace
+# goes on sys.path only now, once pytest and its plugins are imported from the image.
+import sys
+
+sys.path.insert(0, "{WORKDIR}")
+"""
+
 SOLVE_SH = f"""#!/bin/bash
 # The task's expected patch, applied in the workspace (Harbor's oracle agent runs this).
 set -euo pipefail
@@ -259,7 +275,8 @@ patch -p1 --forward --batch < /solution/expected.patch
 """
 
 TEST_SH = f"""#!/bin/bash
-# Crucible's verifier for task @TASK@: the hidden tests go into the workspace over whatever is
+# Crucible's verifier for task @TASK@: bytecode and conftest.py files the agent left are removed,
+# the task's own conftest.py files and hidden tests go into the workspace over whatever is
 # there, pytest runs the files of the FAIL_TO_PASS and PASS_TO_PASS tests with this folder's
 # pytest.ini (never the workspace's), and its JUnit report, written under /logs, decides:
 # reward 1.0 only when every one of those tests passed.
@@ -271,10 +288,12 @@ rm -f "$LOGS/reward.txt" "$LOGS/reward.json" "$LOGS/verdict.json" "$LOGS/junit.x
 cd /
 verify() {{ python3 -I /tests/crucible_verify.py "$@"; }}
 # Tests that could not be put in place are not run: no report, reward 0.
-if verify install /tests/hidden /tests/crucible_task.json && LISTED=$(verify files /tests/crucible_task.json); then
+if verify install /tests /tests/crucible_task.json && LISTED=$(verify files /tests/crucible_task.json); then
   mapfile -t FILES <<< "$LISTED"
   cd {WORKDIR}
-  PYTHONDONTWRITEBYTECODE=1 timeout -k 5 @TIMEOUT@ python -m pytest -c /tests/pytest.ini \\
+  # Safe path: no module in the workspace shadows pytest; the plugin adds the workspace after.
+  PYTHONSAFEPATH=1 PYTHONPATH="/tests/plugins${{PYTHONPATH:+:$PYTHONPATH}}" PYTHONDONTWRITEBYTECODE=1 \\
+    timeout -k 5 @TIMEOUT@ python -m pytest -c /tests/pytest.ini -p crucible_workspace_path \\
     --rootdir {WORKDIR} -p no:cacheprovider --junitxml="$LOGS/junit.xml" "${{FILES[@]}}" > "$LOGS/pytest.log" 2>&1
   echo "pytest exited with $?"
   cd /

@@ -3,7 +3,7 @@
 Standard library only: it runs under whatever Python the task's image has, never beside
 Crucible. `tasks.harbor` ships this file's source as it is; Crucible's own tests import it.
 
-    crucible_verify.py install TESTS_DIR METADATA    copy the hidden tests into the workspace
+    crucible_verify.py install TESTS_DIR METADATA    the task's conftest.py files and hidden tests, in place
     crucible_verify.py files METADATA                the test files to hand pytest, one a line
     crucible_verify.py reward JUNIT METADATA OUT     read the JUnit report, write reward.json
 
@@ -71,14 +71,34 @@ def real_dir(path: Path) -> Path:
     return path
 
 
-def install(hidden: Path, meta: dict[str, Any], workspace: Path = WORKSPACE) -> int:
-    """Copy the hidden tests over whatever the agent left at their paths; the count copied."""
+def install(tests: Path, meta: dict[str, Any], workspace: Path = WORKSPACE) -> int:
+    """Put the task's own conftest.py files and hidden tests in place over the agent's; the count copied."""
+    purge(workspace)
+    copied = copy_into(tests / "conftests", workspace)
     dest = workspace
     for part in tests_dest(meta).parts:
         dest = real_dir(dest / part)
+    return copied + copy_into(tests / "hidden", dest)
+
+
+def purge(workspace: Path) -> None:
+    """Bytecode and conftest.py files are the agent's way into the test run: none of its own survive."""
+    for root, dirs, files in os.walk(workspace):  # links are listed, never followed
+        for name in list(dirs):
+            if name == "__pycache__":
+                path = Path(root) / name
+                path.unlink() if path.is_symlink() else shutil.rmtree(path)
+                dirs.remove(name)
+        for name in files:
+            if name == "conftest.py" or name.endswith((".pyc", ".pyo")):
+                (Path(root) / name).unlink()
+
+
+def copy_into(source: Path, dest: Path) -> int:
+    """Copy the files under `source` (this folder's own) to the same paths under `dest`."""
     copied = 0
-    for root, dirs, files in os.walk(hidden):
-        rel = Path(root).relative_to(hidden)
+    for root, dirs, files in os.walk(source):
+        rel = Path(root).relative_to(source)
         target_dir = dest
         for part in rel.parts:
             target_dir = real_dir(target_dir / part)
@@ -190,7 +210,7 @@ def write_new(path: Path, text: str) -> None:
 def main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["install"] and len(argv) == 3:
-            print(f"installed {install(Path(argv[1]), load_metadata(Path(argv[2])))} hidden test files")
+            print(f"installed {install(Path(argv[1]), load_metadata(Path(argv[2])))} files")
         elif argv[:1] == ["files"] and len(argv) == 2:
             print("\n".join(test_files(load_metadata(Path(argv[1])))))
         elif argv[:1] == ["reward"] and len(argv) == 4:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -141,3 +142,38 @@ def test_the_dockerfile_carries_the_environment_and_the_lock() -> None:
     TaskEnvironment.objects.create(spec_hash=spec.spec_hash(), built=True, lock=["attrs==23.2.0", "pytest==8.3.1"])
     assert requirements(spec) == ["attrs==23.2.0", "pytest==8.3.1"]
     assert "xfail_strict =\n    true" in pytest_ini(spec)
+
+
+CONFTEST_ATTACK = """import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+"""
+
+
+def test_what_an_agent_leaves_in_the_workspace_does_not_pass_the_tests(exported: Path, tmp_path: Path) -> None:
+    """A conftest.py that passes every test, its bytecode, a `pytest` module that writes a passing report."""
+    task = tmp_path / "attacked"
+    shutil.copytree(exported / "task_0001", task)
+    listed = json.loads((task / "tests" / "crucible_task.json").read_text())
+    cases = "".join(
+        f'<testcase file="{t.split("::")[0]}" classname="{t.split("::")[0][:-3].replace("/", ".")}" '
+        f'name="{t.split("::")[1]}"/>'
+        for t in listed["fail_to_pass"] + listed["pass_to_pass"]
+    )
+    fake_pytest = f"open('/logs/verifier/junit.xml', 'w').write('<testsuite>{cases}</testsuite>')\n"
+    (task / "solution" / "solve.sh").write_text(
+        "set -e\n"
+        f"cat > /app/conftest.py <<'PY'\n{CONFTEST_ATTACK}PY\n"
+        "cp /app/conftest.py /app/tests/conftest.py\n"
+        "mkdir -p /app/pytest\n"
+        f"cat > /app/pytest/__main__.py <<'PY'\n{fake_pytest}PY\n"
+        "touch /app/pytest/__init__.py\n"
+    )
+    run = run_harbor_task(task, solve=True, base=task / "environment" / "repo", limits=LIMITS)
+    assert run.solve_exit == 0, run.output
+    assert run.rewards["reward"] == 0.0 and run.rewards["fail_to_pass_passed"] == 0, run.output
+    assert run.rewards["pass_to_pass_passed"] == run.rewards["pass_to_pass_total"]
