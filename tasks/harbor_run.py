@@ -27,6 +27,7 @@ import shlex
 import shutil
 import stat
 import tempfile
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -38,6 +39,9 @@ from tasks.trees import TreeError, check_tree, open_dir, open_regular, walk
 MAX_REWARD_BYTES = 64 * 1024
 MAX_REWARD_KEYS = 100
 MAX_DOCKERFILE_BYTES = 256 * 1024
+MAX_CONFIG_BYTES = 1 << 20
+# However long a task.toml asks for, one script here runs at most this long.
+MAX_SCRIPT_SECONDS = 3600.0
 IGNORED_INSTRUCTIONS = frozenset({"CMD", "ENTRYPOINT", "EXPOSE", "LABEL", "MAINTAINER", "HEALTHCHECK", "STOPSIGNAL"})
 
 
@@ -82,6 +86,7 @@ def run_harbor_task(
     image = read_dockerfile(task) if base is None else Image(workdir=read_dockerfile(task, lenient=True).workdir)
     backend = backend or BwrapBackend()
     limits = limits or Limits()
+    agent_seconds, verifier_seconds = timeouts(task, limits.wall_seconds)
     with tempfile.TemporaryDirectory(prefix="crucible-harbor-run-") as tmp:
         start = base if base is not None else Path(tmp) / "empty"
         start.mkdir(exist_ok=True)
@@ -92,22 +97,48 @@ def run_harbor_task(
             if base is None:
                 _build(box, task, image)
             if solve:
-                done = _script(box, image, "/solution/solve.sh", [(task / "solution", "/solution")], [])
+                done = _script(box, image, "/solution/solve.sh", [(task / "solution", "/solution")], [], agent_seconds)
                 run.solve_exit, run.output["solve"] = done.exit_code, done.stdout + done.stderr
-            done = _script(box, image, "/tests/test.sh", [(task / "tests", "/tests")], [(logs, "/logs")])
+            done = _script(
+                box, image, "/tests/test.sh", [(task / "tests", "/tests")], [(logs, "/logs")], verifier_seconds
+            )
             run.test_exit, run.output["test"] = done.exit_code, done.stdout + done.stderr
         run.rewards = read_reward(logs)
         return run
 
 
+def timeouts(task: Path, default: float) -> tuple[float, float]:
+    """task.toml's [agent] and [verifier] timeout_sec, at most MAX_SCRIPT_SECONDS; `default` where unset."""
+    try:
+        config = tomllib.loads(_read_small(task, "task.toml", MAX_CONFIG_BYTES).decode("utf-8"))
+    except FileNotFoundError:
+        raise HarborRunError(f"{task}: task.toml is missing") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise HarborRunError(f"{task}: task.toml is not valid TOML ({exc})") from None
+    found = []
+    for section in ("agent", "verifier"):
+        table = config.get(section, {})
+        value = table.get("timeout_sec") if isinstance(table, dict) else None
+        seconds = default if value is None else _number(value, f"task.toml [{section}] timeout_sec")
+        if seconds <= 0:
+            raise HarborRunError(f"{task}: task.toml [{section}] timeout_sec must be positive")
+        found.append(min(seconds, MAX_SCRIPT_SECONDS))
+    return found[0], found[1]
+
+
 def _script(
-    box: Sandbox, image: Image, script: str, ro: list[tuple[Path, str]], rw: list[tuple[Path, str]]
+    box: Sandbox,
+    image: Image,
+    script: str,
+    ro: list[tuple[Path, str]],
+    rw: list[tuple[Path, str]],
+    seconds: float,
 ) -> ExecResult:
     command = f"cd {shlex.quote(image.workdir)} && exec bash {script}"
     return box.backend.run(
         ["bash", "-c", command],
         box.workspace,
-        box.limits,
+        box.limits.with_timeout(seconds),
         box.env,
         extra_ro_binds=ro,
         extra_rw_binds=[(box.workspace, image.workdir), *rw],

@@ -107,3 +107,13 @@ def test_a_link_or_fifo_as_the_reward_is_refused(tmp_path: Path) -> None:
     os.mkfifo(target)
     with pytest.raises(HarborRunError, match="FIFO"):
         read_reward(tmp_path / "logs")
+
+
+def test_the_verifier_runs_no_longer_than_its_task_toml_says(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    shutil.copytree(FIXTURES / "count-words", task)
+    toml = (task / "task.toml").read_text().replace("[verifier]\ntimeout_sec = 120.0", "[verifier]\ntimeout_sec = 2.0")
+    (task / "task.toml").write_text(toml)
+    (task / "tests" / "test.sh").write_text("sleep 30\nmkdir -p /logs/verifier\necho 1 > /logs/verifier/reward.txt\n")
+    run = run_harbor_task(task, solve=False, limits=LIMITS)
+    assert run.rewards == {} and run.test_exit != 0
