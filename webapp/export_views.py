@@ -121,7 +121,8 @@ class ExportView(APIView):
         description=(
             "kind: trajectories | tasks | preferences | training-set. format: jsonl, parquet, hf (a tar of a "
             "Hugging Face datasets directory); tasks also swe-bench, taskdir and harbor (tars of task directories); "
-            "trajectories also swe-bench-predictions and episodes (needs tokenizer); training-set also sft. "
+            "trajectories also swe-bench-predictions, episodes (needs tokenizer) and atif (one ATIF document per "
+            "line); training-set also sft. "
             "Redacted unless an admin asks for unredacted=1 (header X-Crucible-Redacted)."
         ),
         parameters=[
