@@ -40,6 +40,8 @@ WORKDIR = "/app"
 ORG_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]*/[a-zA-Z0-9][a-zA-Z0-9._-]*$")
 # Crucible counts an agent's budget in steps, Harbor in seconds: a step is given this long.
 SECONDS_PER_STEP = 60
+# What Harbor's Task strips from the start of an instruction (src/harbor/models/task/task.py).
+CANARY_LINE = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
 # The verifier's own work around the test run: copying the tests, reading the report.
 VERIFIER_OVERHEAD_SECONDS = 60
 PYTEST_PIN = "pytest==9.2.0"
@@ -58,7 +60,7 @@ def harbor_files(task: Task) -> Iterator[FilePiece]:
     except TaskStoreError as exc:
         raise TaskExportError(str(exc)) from None
     root = task.task_id
-    yield f"{root}/instruction.md", task.statement.encode(TEXT), 0o644
+    yield f"{root}/instruction.md", instruction(task.statement).encode(TEXT), 0o644
     yield f"{root}/task.toml", task_toml(task).encode(TEXT), 0o644
     yield f"{root}/environment/Dockerfile", dockerfile(task, spec).encode(TEXT), 0o644
     yield f"{root}/environment/requirements.txt", "\n".join(requirements(spec)).encode(TEXT) + b"\n", 0o644
@@ -73,6 +75,17 @@ def harbor_files(task: Task) -> Iterator[FilePiece]:
     yield from _tree(f"{root}/tests/hidden", tests)
     yield from _conftests(f"{root}/tests/conftests", base)
     yield f"{root}/tests/plugins/crucible_workspace_path.py", WORKSPACE_PATH_PLUGIN.encode(TEXT), 0o644
+
+
+def instruction(statement: str) -> str:
+    """The statement as instruction.md: Harbor drops leading lines that look like canary markers,
+    so a statement that starts with one starts with a blank line here (the import takes it off)."""
+    return "\n" + statement if starts_with_canary(statement) else statement
+
+
+def starts_with_canary(text: str) -> bool:
+    first = text.split("\n", 1)[0].strip()
+    return bool(CANARY_LINE.match(first))
 
 
 def _tree(prefix: str, tree: Path) -> Iterator[FilePiece]:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tasks.archives import MAX_UNPACKED_BYTES, is_archive, unpack_archive
+from tasks.harbor import starts_with_canary
 from tasks.services import TaskImportResult, import_task_dirs
 from tasks.taskdir import MAX_PATCH_BYTES, MAX_STATEMENT_BYTES, TaskDirError, argument_path
 from tasks.trees import TreeError, check_tree, open_dir, open_regular, walk
@@ -105,6 +106,8 @@ def convert(path: Path, into: Path) -> Path:
 def _convert(path: Path, into: Path) -> Path:
     _config(path)
     statement = _text(path, "instruction.md", MAX_STATEMENT_BYTES)
+    if statement.startswith("\n") and starts_with_canary(statement[1:]):
+        statement = statement[1:]  # the blank line the export put before a canary-like first line
     if not statement.strip():
         raise TaskDirError(f"{path}: instruction.md is empty")
     if not os.path.lexists(path / CRUCIBLE_TASK):

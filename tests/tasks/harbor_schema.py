@@ -1,6 +1,6 @@
 """Harbor's task.toml schema, transcribed from its pydantic models for the tests.
 
-Source: src/harbor/models/task/config.py of Harbor at commit
+Source: src/harbor/models/task/config.py (and `strip_canary` of task.py) of Harbor at commit
 73fd120e731217b38f31667932ea26a28cdd4fff (the copy kept in LegoX/harbor), and the name
 pattern of src/harbor/constants.py. Field names, types and defaults are Harbor's; the network
 policy and MCP validators are left out (Crucible writes neither). `Strict` forbids unknown keys,
@@ -102,3 +102,17 @@ class TaskConfig(Strict):
 
 def validate_task_toml(text: str) -> TaskConfig:
     return TaskConfig.model_validate(tomllib.loads(text))
+
+
+CANARY_LINE = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
+
+
+def strip_canary(text: str) -> str:
+    """What Harbor shows the agent of instruction.md: leading canary-like lines and blanks after them dropped."""
+    lines = text.split("\n")
+    index = 0
+    while index < len(lines) and CANARY_LINE.match(lines[index].strip()):
+        index += 1
+    while index < len(lines) and lines[index].strip() == "":
+        index += 1
+    return "\n".join(lines[index:])

@@ -16,6 +16,7 @@ from tasks.harbor_import import SCRIPT_VERIFIER
 from tasks.models import Task, TaskSuite
 from tasks.services import import_task_dirs
 from tests.conftest import DEMO
+from tests.tasks.harbor_schema import strip_canary
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "harbor"
@@ -117,3 +118,20 @@ def test_the_export_keeps_the_metadata_as_imported(exported: Path, tmp_path: Pat
     carried = json.loads((task / "tests" / "crucible_task.json").read_text())
     assert carried["metadata"] == json.loads((DEMO / "tasks" / "task_0001" / "metadata.json").read_text())
     assert carried["fail_to_pass"] == Task.objects.get(task_id="task_0001").fail_to_pass
+
+
+def test_a_statement_harbor_would_cut_reaches_the_agent_whole_and_comes_back(db: None, tmp_path: Path) -> None:
+    source = tmp_path / "src" / "task_0001"
+    shutil.copytree(DEMO / "tasks" / "task_0001", source)
+    statement = "# Canary release: parse_config crashes\n\nOn empty input.\n"
+    (source / "task.md").write_text(statement)
+    import_task_dirs(source.parent, "canary", "train")
+    before = versions()
+    out = tmp_path / "harbor.tar"
+    call_command("export", "tasks", "--format", "harbor", "--suite", "canary", "--out", str(out), verbosity=0)
+    dataset = unpack(out, tmp_path / "out")
+    shown = (dataset / "task_0001" / "instruction.md").read_text()
+    assert strip_canary(shown) == statement and strip_canary(statement) != statement
+    Task.objects.all().delete()
+    import_harbor(dataset, "--suite", "canary")
+    assert versions() == before
