@@ -40,6 +40,8 @@ from webapp.export_formats import FilePiece
 from webapp.export_redaction import (
     UNREDACTED_MARK,
     Tally,
+    mark_at_root,
+    mark_in_extra,
     marked,
     redact_file,
     redacted_lines,
@@ -272,6 +274,8 @@ class Format:
     columns: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Rows per Parquet row group, read when the export starts.
     group_rows: Callable[[], int] = lambda: fmt.ROW_GROUP_ROWS
+    # Where an unredacted JSONL export says so in its first record.
+    unredacted_mark: Callable[[dict[str, Any]], dict[str, Any]] = mark_at_root
 
 
 def _preference_schema(options: ExportOptions) -> Any:
@@ -307,7 +311,7 @@ KINDS: dict[str, Kind] = {
             "swe-bench-predictions": Format(_as_predictions, "jsonl"),
             "episodes": Format(_as_episodes, "jsonl"),
             # One ATIF document per line (trajectories.interchange.atif).
-            "atif": Format(_as_atif, "jsonl"),
+            "atif": Format(_as_atif, "jsonl", unredacted_mark=mark_in_extra),
         },
         frozenset({"suite", "batch", "include_unfinished", "tokenizer", "model_name"}),
     ),
@@ -390,7 +394,7 @@ def build_export(kind: str, format_name: str, options: ExportOptions, user: Any 
     if chosen.encoding == "jsonl" and chosen.layout is _same and rows.lines is not None:
         export.pieces = redacted_lines(rows.lines, rows.where, export.redacted, export.tally)
     elif chosen.encoding == "jsonl":
-        export.pieces = fmt.jsonl(marked(clean, export.redacted))
+        export.pieces = fmt.jsonl(marked(clean, export.redacted, chosen.unredacted_mark))
     elif chosen.encoding in ("taskdir", "harbor"):
         export.files = _task_files(clean, export, harbor_files if chosen.encoding == "harbor" else taskdir_files)
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,11 +106,24 @@ def redacted_rows(rows: Iterator[dict[str, Any]], where: str, redacted: bool, ta
         yield row
 
 
-def marked(rows: Iterator[dict[str, Any]], redacted: bool) -> Iterator[dict[str, Any]]:
+def mark_at_root(row: dict[str, Any]) -> dict[str, Any]:
+    return {UNREDACTED_MARK: True, **row}
+
+
+def mark_in_extra(row: dict[str, Any]) -> dict[str, Any]:
+    """The mark where a format with a strict schema keeps a producer's own fields (ATIF's `extra`)."""
+    extra = row.get("extra") or {}
+    own = extra.get("crucible") or {}
+    return {**row, "extra": {**extra, "crucible": {**own, UNREDACTED_MARK: True}}}
+
+
+def marked(
+    rows: Iterator[dict[str, Any]], redacted: bool, mark: Callable[[dict[str, Any]], dict[str, Any]] = mark_at_root
+) -> Iterator[dict[str, Any]]:
     first = True
     for row in rows:
         if first and not redacted:
-            row = {UNREDACTED_MARK: True, **row}
+            row = mark(row)
         first = False
         yield row
 

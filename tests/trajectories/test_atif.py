@@ -17,6 +17,7 @@ from tasks.models import TaskSuite
 from tests.conftest import client_for
 from tests.factories import TaskFactory
 from trajectories.models import Step, Trajectory
+from webapp.export_redaction import UNREDACTED_MARK
 
 pytestmark = pytest.mark.django_db
 
@@ -166,3 +167,15 @@ def test_a_malformed_file_names_the_step_and_writes_nothing(tmp_path: Path, chan
     with pytest.raises(CommandError, match=rf"bad.json: {message}.*nothing was imported"):
         call_command("import_trajectories", str(good), str(bad), "--format", "atif", "--task-id", "task_0001")
     assert Trajectory.objects.count() == 0 and Step.objects.count() == 0
+
+
+def test_an_unredacted_export_says_so_inside_the_schema(demo_suite: TaskSuite, tmp_path: Path) -> None:
+    out = tmp_path / "unredacted.atif.jsonl"
+    call_command("export", "trajectories", "--format", "atif", "--unredacted", "--out", str(out), verbosity=0)
+    documents = [json.loads(line) for line in out.read_text().splitlines()]
+    for document in documents:
+        validate(document)  # the mark at the root would break ATIF's schema (no extra keys there)
+    first, *rest = documents
+    assert first["extra"]["crucible"][UNREDACTED_MARK] is True
+    assert UNREDACTED_MARK not in first
+    assert all(UNREDACTED_MARK not in d["extra"]["crucible"] for d in rest)
