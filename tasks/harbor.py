@@ -45,6 +45,8 @@ CANARY_LINE = re.compile(r"^(<!--.*canary.*-->|#.*canary.*)$", re.IGNORECASE)
 # The verifier's own work around the test run: copying the tests, reading the report.
 VERIFIER_OVERHEAD_SECONDS = 60
 PYTEST_PIN = "pytest==9.2.0"
+# The newest pytest each older Python can install (pytest 9 needs 3.10, 8.4 needs 3.9).
+OLDER_PYTEST = {(3, 9): "pytest==8.4.2", (3, 8): "pytest==8.3.5", (3, 7): "pytest==7.4.4"}
 VERIFIER_SOURCE = Path(__file__).with_name("harbor_verifier.py")
 
 FilePiece = tuple[str, bytes, int]
@@ -228,8 +230,14 @@ def requirements(spec: EnvSpec | None) -> list[str]:
         if row is not None and row.lock:
             lines = [str(pin) for pin in row.lock]
     if not any(re.match(r"pytest\s*(==|>=|~=|$)", line, re.IGNORECASE) for line in lines):
-        lines.append(PYTEST_PIN)
+        lines.append(pytest_pin(spec.python if spec else current_python()))
     return lines
+
+
+def pytest_pin(python: str) -> str:
+    major, _, minor = python.partition(".")
+    version = (int(major), int(minor.split(".")[0])) if major.isdigit() and minor[:1].isdigit() else (3, 99)
+    return OLDER_PYTEST.get(version, PYTEST_PIN)
 
 
 def dockerfile(task: Task, spec: EnvSpec | None) -> str:

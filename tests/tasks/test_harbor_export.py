@@ -142,6 +142,7 @@ def test_the_dockerfile_carries_the_environment_and_the_lock() -> None:
     TaskEnvironment.objects.create(spec_hash=spec.spec_hash(), built=True, lock=["attrs==23.2.0", "pytest==8.3.1"])
     assert requirements(spec) == ["attrs==23.2.0", "pytest==8.3.1"]
     assert "xfail_strict =\n    true" in pytest_ini(spec)
+    assert requirements(EnvSpec(requirements=(), python="3.9")) == ["pytest==8.4.2"]
 
 
 CONFTEST_ATTACK = """import pytest
