@@ -59,6 +59,8 @@ SHADOWED_MODULES = frozenset(
         "typing_extensions",
     }
 )
+# The runner itself: never the repository's to change, even where the repository is one of them.
+RUNNER_CORE = frozenset({"pytest", "_pytest", "py", "pluggy", "unittest", "site"})
 REGULAR, EXECUTABLE, GITLINK = "100644", "100755", "160000"
 VCS_FILES = frozenset({".gitignore", ".gitattributes", ".gitmodules"})
 # importlib.metadata finds a distribution (and so a pytest11 entry point) in any of these on sys.path.
@@ -97,14 +99,36 @@ def protection(path: str, tests_dest: str, base_files: Collection[str]) -> str |
         return "test runner configuration"
     if name in INTERPRETER_HOOKS or name.endswith(".pth"):
         return "interpreter start-up hook"
-    stem = name[:-3] if name.endswith(".py") else None
-    top = pure.parts[0] if pure.parts else ""
-    parent = pure.parts[-2] if len(pure.parts) > 1 else None
-    if stem in SHADOWED_MODULES or top in SHADOWED_MODULES or parent in SHADOWED_MODULES:
+    if _shadows(pure, base_files):
         return "shadows test tooling"
     if path in base_files and is_test_path(path, tests_dest):
         return "existing test file"
     return None
+
+
+def _shadows(pure: PurePosixPath, base_files: Collection[str]) -> bool:
+    """Whether a path puts a module of test tooling's name where the repository has none of its own.
+
+    The repository's own module of such a name (iniconfig's iniconfig) is the code under test:
+    pytest imported its own copy before the workspace went on sys.path and keeps it, so an edit
+    there changes what the tests import, not the runner (sandbox.hermetic's workspace path plugin).
+    """
+    parts = pure.parts
+    stem = parts[-1][:-3] if parts and parts[-1].endswith(".py") else None
+    places = [
+        (len(parts) - 1, stem),
+        (0, parts[0] if parts else ""),
+        (len(parts) - 2, parts[-2] if len(parts) > 1 else None),
+    ]
+    for index, module in places:
+        if module in SHADOWED_MODULES and (module in RUNNER_CORE or not _in_base(parts[: index + 1], base_files)):
+            return True
+    return False
+
+
+def _in_base(prefix: tuple[str, ...], base_files: Collection[str]) -> bool:
+    where = "/".join(prefix)
+    return where in base_files or any(f.startswith(where + "/") for f in base_files)
 
 
 def path_rule(path: str) -> tuple[str, str] | None:

@@ -19,7 +19,7 @@ import pytest
 
 from patches import FilePatch, FileStatus, parse, render, text_patch
 from patches.binary import literal_hunk
-from rewards.admission import Admission, admission_flags, admit
+from rewards.admission import Admission, admission_flags, admit, protection
 from rewards.scoring import score_patch
 from rewards.spec import ADMISSION_RULES, load_spec
 from sandbox import Sandbox
@@ -160,6 +160,30 @@ def test_it_keeps_code_sets_new_tests_aside_and_refuses_protected_paths() -> Non
         ("protected_path_edit", "pkg/sitecustomize.py"),
         ("protected_path_edit", "pytest.toml"),
     ]
+
+
+# iniconfig's own repository: its package is what pytest also imports, for itself, by that name.
+INICONFIG_BASE = {"src/iniconfig/__init__.py", "src/iniconfig/_parse.py", "testing/test_iniconfig.py"}
+
+
+def test_the_repositorys_own_module_of_a_tooling_name_is_code_under_test() -> None:
+    for path in ("src/iniconfig/__init__.py", "src/iniconfig/_parse.py", "src/iniconfig/exceptions.py"):
+        assert protection(path, "testing", INICONFIG_BASE) is None, path
+
+
+def test_a_module_that_takes_a_tooling_name_the_repository_lacks_is_still_refused() -> None:
+    shadows = "shadows test tooling"
+    # A second copy beside the repository's own, on a path pytest could find first.
+    assert protection("iniconfig.py", "testing", INICONFIG_BASE) == shadows
+    assert protection("src/iniconfig.py", "testing", INICONFIG_BASE) == shadows
+    # A repository without one of its own.
+    assert protection("src/iniconfig/__init__.py", "tests", BASE_FILES) == shadows
+    for path in ("pluggy/__init__.py", "src/unittest.py", "typing_extensions.py", "site.py"):
+        assert protection(path, "testing", INICONFIG_BASE) == shadows, path
+    # The runner's own names stay the runner's, even in a repository that has them.
+    runner_base = {"src/_pytest/main.py", "src/pytest/__init__.py", "src/pluggy/_hooks.py"}
+    for path in ("src/_pytest/main.py", "src/pytest/__init__.py", "src/pluggy/_hooks.py"):
+        assert protection(path, "testing", runner_base) == shadows, path
 
 
 def test_a_quoted_name_cannot_hide_a_path_outside_the_repository() -> None:
