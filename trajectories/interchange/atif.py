@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajectories.schema import MODEL_CALL
+from trajectories.schema import MODEL_CALL, STEP_KEYS
 
 FORMAT = "atif"
 EXPORT_VERSION = "ATIF-v1.7"
@@ -31,24 +31,8 @@ CALL, REASONING, METRICS = "atif_call", "reasoning_content", "metrics"
 INT_METRICS = ("prompt_tokens", "completion_tokens", "cached_tokens")
 LIST_METRICS = {"prompt_token_ids": int, "completion_token_ids": int, "logprobs": float}
 
-KNOWN_STEP_KEYS = frozenset(
-    {
-        "step",
-        "action_type",
-        "action_input",
-        "observation",
-        "observation_truncated",
-        "thought",
-        "reward",
-        "reward_breakdown",
-        "timestamp",
-        "duration_ms",
-        "exit_code",
-        CALL,
-        REASONING,
-        METRICS,
-    }
-)
+# A step's own fields, and what the import keeps in its extra: neither goes to the step's ATIF extra again.
+KNOWN_STEP_KEYS = STEP_KEYS | {CALL, REASONING, METRICS}
 
 
 def _export_metrics(step: dict[str, Any]) -> dict[str, Any]:
