@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from sandbox import ExecResult, Limits, Sandbox
 from sandbox.backends.base import Backend
 from sandbox.backends.bwrap import BwrapBackend
-from tasks.trees import TreeError, check_tree, open_dir, open_regular, walk
+from tasks.trees import TreeError, check_tree, exists_at, open_dir, open_regular, walk
 
 MAX_REWARD_BYTES = 64 * 1024
 MAX_REWARD_KEYS = 100
@@ -306,7 +306,7 @@ def _read_small(folder: Path, name: str, limit: int) -> bytes:
     except TreeError as exc:
         raise HarborRunError(str(exc)) from None
     try:
-        if not _exists(name, dir_fd):
+        if not exists_at(dir_fd, name):
             raise FileNotFoundError(name)
         fd, info = open_regular(name, dir_fd, f"{folder}/{name}")
     except TreeError as exc:
@@ -318,14 +318,6 @@ def _read_small(folder: Path, name: str, limit: int) -> bytes:
     if info.st_size > limit or len(data) > limit:
         raise HarborRunError(f"{folder}/{name}: larger than {limit} bytes")
     return data
-
-
-def _exists(name: str, dir_fd: int) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
 
 
 def _number(value: object, what: str) -> float:

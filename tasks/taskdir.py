@@ -15,7 +15,7 @@ from core.vocabulary import TaskSource, values
 from sandbox.environments import EnvBuildError
 from tasks.spec import environment_spec
 from tasks.storage import hash_tree
-from tasks.trees import TreeError, check_tree, open_dir, open_regular
+from tasks.trees import TreeError, check_tree, exists_at, open_dir, open_regular
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
 MAX_STATEMENT_BYTES = 1 << 20
@@ -131,14 +131,6 @@ def _read_text(dir_fd: int, name: str, limit: int, what: str, where: Path) -> st
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _exists(dir_fd: int, name: str) -> bool:
-    try:
-        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-    except FileNotFoundError:
-        return False
-    return True
-
-
 def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise TaskDirError(f"{where}: metadata.json must hold a JSON object")
@@ -192,9 +184,9 @@ def read_task_dir(path: Path) -> TaskDir:
 
 def _read_task_dir(path: Path, dir_fd: int) -> TaskDir:
     check_tree(Path("."), dir_fd)
-    if not _exists(dir_fd, "task.md"):
+    if not exists_at(dir_fd, "task.md"):
         raise TaskDirError(f"{path}: task.md is missing")
-    if not _exists(dir_fd, "metadata.json"):
+    if not exists_at(dir_fd, "metadata.json"):
         raise TaskDirError(f"{path}: metadata.json is missing")
     try:
         raw_meta = json.loads(_read_text(dir_fd, "metadata.json", 1 << 20, "metadata.json", path))
@@ -205,12 +197,12 @@ def _read_task_dir(path: Path, dir_fd: int) -> TaskDir:
     if not statement.strip():
         raise TaskDirError(f"{path}: task.md is empty")
     for name in ("repo_snapshot", "tests"):
-        if not _exists(dir_fd, name):
+        if not exists_at(dir_fd, name):
             raise TaskDirError(f"{path}: {name}/ is missing")
         if not stat.S_ISDIR(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
             raise TaskDirError(f"{path}: {name} must be a folder")
     patch = ""
-    if _exists(dir_fd, "expected_patch"):
+    if exists_at(dir_fd, "expected_patch"):
         patch = _read_text(dir_fd, "expected_patch", MAX_PATCH_BYTES, "expected_patch", path)
     task = TaskDir(path, meta["task_id"], statement, meta, patch, path / "repo_snapshot", path / "tests")
     task.snapshot_hash, task.snapshot_files = hash_tree(Path("repo_snapshot"), dir_fd)

@@ -68,6 +68,15 @@ def open_dir(path: Path | str, dir_fd: int | None = None, rel: str | None = None
         raise TreeError(f"{shown}: cannot open as a plain directory ({exc.strerror})") from None
 
 
+def exists_at(dir_fd: int, name: str) -> bool:
+    """Whether `name` is in the directory open as `dir_fd`, a link counted as itself (never followed)."""
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def open_regular(name: str, dir_fd: int | None, rel: str) -> tuple[int, os.stat_result]:
     """A descriptor of the regular file `name` in `dir_fd`, and its status; anything else is refused."""
     try:
