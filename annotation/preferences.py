@@ -19,19 +19,24 @@ choices and reasons, the resolution note. A pair is exported when people reached
 a researcher's resolution, or a strict majority of a complete set of judgements. Tie and
 both-bad verdicts say neither side should be preferred; they are left out unless asked for,
 and then exported A-as-chosen with `verdict` telling the reader what they are.
+
+Each side ends with the patch its trajectory submitted, as one last assistant turn
+(trajectories.conversation.judged_conversation): the patch is what people judged, and two
+trajectories whose steps read alike differ in it alone. A pair whose sides still render the
+same prefers a text to itself: it is refused, and counted in the caller's `refused`.
 """
 
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from typing import Any
 
 from annotation.agreement_report import verdict
 from annotation.models import Comparison, ComparisonSet, Judgement
 from core.vocabulary import ComparisonChoice
-from trajectories.conversation import TOOLS, RecordedStep, conversation, prompt_messages
+from trajectories.conversation import TOOLS, RecordedStep, judged_conversation, prompt_messages
 from trajectories.models import Step
 
 # Pairs per database round trip; both sides' steps of a chunk are in memory at once.
@@ -42,12 +47,19 @@ PARQUET_ROWS = 256
 # another text than the one the policy was shown.
 TOOLS_JSON = json.dumps(TOOLS)
 DECISIVE = (ComparisonChoice.A.value, ComparisonChoice.B.value)
+IDENTICAL_PAIRS = "identical_pairs"  # the key of `refused` that counts pairs whose sides render the same
 
 
 def iter_preference_rows(
-    comparison_set: ComparisonSet, *, keep_ties: bool = False, margin: bool = True
+    comparison_set: ComparisonSet,
+    *,
+    keep_ties: bool = False,
+    margin: bool = True,
+    refused: Counter[str] | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One row per pair with a verdict, in the set's serving order, walked by primary key."""
+    """One row per pair with a verdict, in the set's serving order, walked by primary key; pairs
+    whose sides render the same are counted in `refused` (IDENTICAL_PAIRS) instead."""
+    refused = refused if refused is not None else Counter()
     base = Comparison.objects.filter(comparison_set=comparison_set).select_related(
         "task", "trajectory_a", "trajectory_b"
     )
@@ -62,8 +74,12 @@ def iter_preference_rows(
         for comparison in chunk:
             comparison.comparison_set = comparison_set  # one set: no query per pair for its name and k
             row = _row(comparison, votes.get(comparison.id, []), steps, keep_ties=keep_ties, margin=margin)
-            if row is not None:
-                yield row
+            if row is None:
+                continue
+            if row["chosen"] == row["rejected"]:
+                refused[IDENTICAL_PAIRS] += 1
+                continue
+            yield row
 
 
 def _votes(comparison_ids: list[int]) -> dict[int, list[tuple[str, str, str]]]:
@@ -111,8 +127,8 @@ def _row(
     prompt = prompt_messages(statement)
     row: dict[str, Any] = {
         "prompt": prompt,
-        "chosen": conversation(statement, steps.get(chosen.pk, []))[len(prompt) :],
-        "rejected": conversation(statement, steps.get(rejected.pk, []))[len(prompt) :],
+        "chosen": judged_conversation(statement, steps.get(chosen.pk, []), chosen.patch)[len(prompt) :],
+        "rejected": judged_conversation(statement, steps.get(rejected.pk, []), rejected.patch)[len(prompt) :],
         "tools": TOOLS_JSON,
     }
     if margin:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,13 @@ from tasks.models import Task
 from tasks.storage import tree_path
 from training.models import TrainingSet
 from training.queries import set_spec
-from trajectories.conversation import TOOLS, RecordedStep, conversation, prompt_messages
+from trajectories.conversation import TOOLS, RecordedStep, conversation, judged_conversation, prompt_messages
 from trajectories.models import Trajectory
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
 PREFERENCE_KEYS = ("prompt", "chosen", "rejected")
+# Why rows were left out of a train file, as counted in TrainData.refused.
+IDENTICAL_PAIRS = "identical_pairs"
 
 
 class DataError(ValueError):
@@ -42,6 +44,7 @@ class TrainData:
     sha256: str
     rows: int
     dataset: str  # a training set's name@version, or the given file's path
+    refused: dict[str, int] = field(default_factory=dict)  # rows left out, by reason (IDENTICAL_PAIRS)
 
 
 def prepare(
@@ -50,18 +53,42 @@ def prepare(
     """Write `<run_dir>/train.jsonl` for the kind; the same inputs always give the same file."""
     run_dir.mkdir(parents=True, exist_ok=True)
     dest = run_dir / "train.jsonl"
+    refused: Counter[str] = Counter()
     if training_set is not None:
-        rows = _rows_from_set(kind, training_set, run_dir)
+        rows = _rows_from_set(kind, training_set, run_dir, refused)
         dataset = str(training_set)
     elif train_file is not None:
-        rows = _rows_from_file(kind, train_file, run_dir)
+        rows = _rows_from_file(kind, train_file, run_dir, refused)
         dataset = str(train_file)
     else:
         raise DataError("no data: give a training set or a train file")
     count, digest = _write(dest, rows)
     if count == 0:
-        raise DataError(f"{dataset} gives no {kind} training rows")
-    return TrainData(path=dest, sha256=digest, rows=count, dataset=dataset)
+        raise DataError(f"{dataset} gives no {kind} training rows" + _refusals(refused))
+    return TrainData(path=dest, sha256=digest, rows=count, dataset=dataset, refused=dict(refused))
+
+
+def _refusals(refused: Counter[str]) -> str:
+    if not refused[IDENTICAL_PAIRS]:
+        return ""
+    return (
+        f": {refused[IDENTICAL_PAIRS]} preference pairs were refused because chosen and rejected render the same "
+        "(same steps, same submitted patch), so they teach no preference; pair trajectories whose patches differ"
+    )
+
+
+def distinct_sides(row: dict[str, Any], refused: Counter[str]) -> bool:
+    """Whether a preference row's two sides differ as a trainer renders them; a pair that prefers a text
+    to itself is counted in `refused` and must not be written."""
+    if _side(row["chosen"]) != _side(row["rejected"]):
+        return True
+    refused[IDENTICAL_PAIRS] += 1
+    return False
+
+
+def _side(value: Any) -> Any:
+    # A side given as text is one assistant message to the trainer (training.trainers.preferences).
+    return [{"role": "assistant", "content": value}] if isinstance(value, str) else value
 
 
 def _write(dest: Path, rows: Iterable[dict[str, Any]]) -> tuple[int, str]:
@@ -102,12 +129,22 @@ def _statement(trajectory: Trajectory) -> str:
     return trajectory.task.statement if trajectory.task is not None else trajectory.prompt
 
 
-def _chat(trajectory: Trajectory) -> list[dict[str, Any]]:
+def _steps(trajectory: Trajectory) -> Iterator[RecordedStep]:
     steps = trajectory.steps.order_by("step").values_list("action_type", "action_input", "thought", "observation")
-    return conversation(_statement(trajectory), (RecordedStep(*row) for row in steps))
+    return (RecordedStep(*row) for row in steps)
 
 
-def _rows_from_set(kind: TrainingKind, training_set: TrainingSet, run_dir: Path) -> Iterator[dict[str, Any]]:
+def _chat(trajectory: Trajectory) -> list[dict[str, Any]]:
+    return conversation(_statement(trajectory), _steps(trajectory))
+
+
+def _judged(trajectory: Trajectory) -> list[dict[str, Any]]:
+    return judged_conversation(_statement(trajectory), _steps(trajectory), trajectory.patch)
+
+
+def _rows_from_set(
+    kind: TrainingKind, training_set: TrainingSet, run_dir: Path, refused: Counter[str]
+) -> Iterator[dict[str, Any]]:
     members = _verified(training_set)
     if kind is TrainingKind.SFT:
         # Rejection sampling: only what the verified reward says solved its task.
@@ -115,7 +152,7 @@ def _rows_from_set(kind: TrainingKind, training_set: TrainingSet, run_dir: Path)
             if reward.resolved:
                 yield {"messages": _chat(trajectory), "tools": TOOLS, "trajectory_id": str(trajectory.trajectory_id)}
     elif kind in (TrainingKind.REWARD, TrainingKind.DPO):
-        yield from _pairs(members)
+        yield from _pairs(members, refused)
     else:
         seen: set[str] = set()
         for trajectory, _ in members:
@@ -125,9 +162,11 @@ def _rows_from_set(kind: TrainingKind, training_set: TrainingSet, run_dir: Path)
             yield _grpo_row(trajectory.task, run_dir)
 
 
-def _pairs(members: list[tuple[Trajectory, Reward]]) -> Iterator[dict[str, Any]]:
+def _pairs(members: list[tuple[Trajectory, Reward]], refused: Counter[str]) -> Iterator[dict[str, Any]]:
     """Per task, the best verified outcome against the worst, the second best against the second
-    worst, ...: a pair only where the verified rewards differ, so the preference is a real one."""
+    worst, ...: a pair only where the verified rewards differ, so the preference is a real one.
+    Each side ends with the patch it submitted (what the verifier scored); a pair whose sides still
+    render the same is refused and counted."""
     by_task: dict[str, list[tuple[Trajectory, Reward]]] = defaultdict(list)
     for member in members:
         by_task[member[0].task_ref].append(member)
@@ -137,8 +176,8 @@ def _pairs(members: list[tuple[Trajectory, Reward]]) -> Iterator[dict[str, Any]]
             (best, best_reward), (worst, worst_reward) = ranked[i], ranked[-1 - i]
             if best_reward.reward <= worst_reward.reward:
                 break
-            chosen, rejected = _chat(best), _chat(worst)
-            yield {
+            chosen, rejected = _judged(best), _judged(worst)
+            row = {
                 "prompt": chosen[:2],
                 "chosen": chosen[2:],
                 "rejected": rejected[2:],
@@ -149,6 +188,8 @@ def _pairs(members: list[tuple[Trajectory, Reward]]) -> Iterator[dict[str, Any]]
                 "rejected_reward": worst_reward.reward,
                 "spec_version": best_reward.spec_version,
             }
+            if distinct_sides(row, refused):
+                yield row
 
 
 def _grpo_row(task: Task, run_dir: Path) -> dict[str, Any]:
@@ -209,7 +250,7 @@ def _messages(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value)
 
 
-def _rows_from_file(kind: TrainingKind, path: Path, run_dir: Path) -> Iterator[dict[str, Any]]:
+def _rows_from_file(kind: TrainingKind, path: Path, run_dir: Path, refused: Counter[str]) -> Iterator[dict[str, Any]]:
     for lineno, row in _lines(path):
         where = f"{path.name} line {lineno}"
         if kind in (TrainingKind.REWARD, TrainingKind.DPO):
@@ -218,7 +259,8 @@ def _rows_from_file(kind: TrainingKind, path: Path, run_dir: Path) -> Iterator[d
                 raise DataError(f"{where}: a preference row needs {', '.join(PREFERENCE_KEYS)}; missing {missing}")
             if not all(_messages(row[k]) or isinstance(row[k], str) for k in PREFERENCE_KEYS):
                 raise DataError(f"{where}: prompt, chosen and rejected must be messages or text")
-            yield row
+            if distinct_sides(row, refused):
+                yield row
         elif kind is TrainingKind.SFT:
             yield _sft_row(row, where)
         else:

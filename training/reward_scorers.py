@@ -18,7 +18,7 @@ from annotation.models import Comparison
 from core.vocabulary import CheckpointKind
 from training.checkpoint_store import CheckpointStoreError, is_fetchable, local_checkpoint
 from training.models import Checkpoint
-from trajectories.conversation import TOOLS, RecordedStep, conversation
+from trajectories.conversation import TOOLS, RecordedStep, judged_conversation
 from trajectories.models import Trajectory
 
 # The newest few reward models: each one loaded is a model in this process's memory.
@@ -92,8 +92,8 @@ def trajectory_score(checkpoint_id: int, path: str, trajectory: Trajectory) -> f
             "action_type", "action_input", "thought", "observation"
         )
     ]
-    # The same rendering the reward trainer saw: the policy's chat, with the tool schemas.
-    messages = [plain_message(m) for m in conversation(statement, steps)]
+    # The same rendering the reward trainer saw: the policy's chat and the patch it submitted, with the tool schemas.
+    messages = [plain_message(m) for m in judged_conversation(statement, steps, trajectory.patch)]
     text = tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False)
     inputs = tokenizer(text, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
     with torch.inference_mode():

@@ -99,7 +99,10 @@ def create_run(text_or_config: str | dict[str, Any], user: User = None, *, enque
             raise RunError(f"data: {exc}") from None
         run.output_dir = str(directory / "output")
         run.dataset, run.dataset_hash = train.dataset, train.sha256
-        run.save(update_fields=["output_dir", "dataset", "dataset_hash"])
+        # Rows the data refused (pairs whose sides render the same) are the run's first numbers:
+        # the run page shows them beside what the trainer reports.
+        run.metrics = {f"refused_{reason}": float(count) for reason, count in train.refused.items()}
+        run.save(update_fields=["output_dir", "dataset", "dataset_hash", "metrics"])
         write_config(run, checked, train)
         try:
             publish_run_inputs(run)
@@ -110,12 +113,13 @@ def create_run(text_or_config: str | dict[str, Any], user: User = None, *, enque
             # The job must find the committed row.
             transaction.on_commit(lambda: enqueue_run(run.pk))
     logger.info(
-        "training run %s (%s) created by user %s: %d rows of %s",
+        "training run %s (%s) created by user %s: %d rows of %s, refused %s",
         run.pk,
         run.kind,
         getattr(user, "pk", None),
         train.rows,
         train.dataset,
+        train.refused or "none",
     )
     return run
 

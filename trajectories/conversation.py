@@ -16,7 +16,11 @@ from trajectories.policies.base import Message
 from trajectories.policies.replay import call_for
 from trajectories.tools import TOOLS
 
-__all__ = ["TOOLS", "RecordedStep", "conversation", "prompt_messages"]
+__all__ = ["TOOLS", "RecordedStep", "conversation", "judged_conversation", "prompt_messages", "submission_message"]
+
+# A patch shown to a trainer is bounded: the rows of a preference file must stay lines a reader takes.
+MAX_SUBMISSION_CHARS = 100_000
+SUBMITTED = "Submitted patch:"
 
 
 @dataclass(frozen=True)
@@ -43,3 +47,19 @@ def conversation(statement: str, steps: Iterable[RecordedStep]) -> list[dict[str
             thought = step.action_input  # an invalid step records the raw reply as its input
         messages += turn_messages(call, thought, step.observation, number)
     return [m.to_openai() for m in messages]
+
+
+def submission_message(patch: str) -> dict[str, Any]:
+    """The patch a trajectory submitted, as one last assistant turn. It is what a reviewer or the
+    verifier judged: two trajectories whose steps read alike (an import that records only read and
+    submit) differ in it alone, so a preference pair without it would prefer a text to itself."""
+    if len(patch) > MAX_SUBMISSION_CHARS:
+        cut = len(patch) - MAX_SUBMISSION_CHARS
+        patch = f"{patch[:MAX_SUBMISSION_CHARS]}\n[... {cut} more characters of the patch not shown]"
+    body = patch if patch.strip() else "(empty: no change to the repository)"
+    return Message("assistant", f"{SUBMITTED}\n{body}").to_openai()
+
+
+def judged_conversation(statement: str, steps: Iterable[RecordedStep], patch: str) -> list[dict[str, Any]]:
+    """The chat, then the submitted patch: one side of a preference pair as it was judged."""
+    return [*conversation(statement, steps), submission_message(patch)]

@@ -13,6 +13,7 @@ the audit log gets one EXPORT event with the count once the stream ends (or is c
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +91,8 @@ class Export:
     pieces: Iterator[bytes] | None = None
     files: Iterator[FilePiece] | None = None
     tally: Tally = field(default_factory=Tally)
+    # Rows the kind refused to write, by reason (a preference pair whose sides render the same).
+    refused: Counter[str] = field(default_factory=Counter)
 
     def stream(self) -> Iterator[bytes]:
         """The bytes of the export: the file, or a tar of the directory."""
@@ -187,6 +190,7 @@ class Rows:
     # then passes a line on as it is unless redaction has something to replace in it.
     # Each line comes with the redaction rules version its trajectory was imported under.
     lines: Iterator[ExportLine] | None = None
+    refused: Counter[str] = field(default_factory=Counter)  # filled as `rows` is read
 
 
 def trajectory_rows(options: ExportOptions) -> Rows:
@@ -215,8 +219,11 @@ def preference_rows(options: ExportOptions) -> Rows:
     comparison_set = ComparisonSet.objects.filter(name=options.set_name).first()
     if comparison_set is None:
         raise ExportError(f"no comparison set named {options.set_name!r}")
-    rows = iter_preference_rows(comparison_set, keep_ties=options.keep_ties, margin=not options.no_margin)
-    return Rows(rows, None, "pair", "preference pairs", "preference")
+    refused: Counter[str] = Counter()
+    rows = iter_preference_rows(
+        comparison_set, keep_ties=options.keep_ties, margin=not options.no_margin, refused=refused
+    )
+    return Rows(rows, None, "pair", "preference pairs", "preference", refused=refused)
 
 
 Layout = Callable[[Rows, ExportOptions], Rows]
@@ -388,6 +395,7 @@ def build_export(kind: str, format_name: str, options: ExportOptions, user: Any 
         filename=f"{kind}-{format_name}{EXTENSIONS[chosen.encoding]}",
         content_type=CONTENT_TYPES[chosen.encoding],
         redacted=not options.unredacted,
+        refused=rows.refused,
     )
     clean = redacted_rows(rows.rows, rows.where, export.redacted, export.tally)
     if chosen.encoding == "jsonl" and chosen.layout is _same and rows.lines is not None:
@@ -443,6 +451,7 @@ def _audited(pieces: Iterator[Any], export: Export, user: Any) -> Iterator[Any]:
             findings=export.tally.findings,
             rules=export.tally.rules(),
             complete=complete,
+            refused=dict(export.refused),
         )
         if export.tally.by_rule:
             # What was redacted, where and by which rule, as for an import (core.audit).

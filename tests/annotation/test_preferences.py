@@ -51,10 +51,13 @@ def test_rows_are_trl_conversational_preferences_with_lineage(cset: ComparisonSe
     pair = Comparison.objects.select_related("trajectory_a", "trajectory_b", "task").get(pk=second["pair_id"])
     assert second["prompt"] == prompt_messages(pair.task.statement)  # type: ignore[union-attr]
     assert [m["role"] for m in second["prompt"]] == ["system", "user"]
-    # B won pair 1: chosen is B's conversation after the prompt, tool calls and observations.
+    # B won pair 1: chosen is B's conversation after the prompt, tool calls and observations,
+    # then the patch B submitted (what the reviewers judged).
     assert second["chosen_trajectory_id"] == str(pair.trajectory_b.trajectory_id)
     assert second["rejected_trajectory_id"] == str(pair.trajectory_a.trajectory_id)
-    assert [m["role"] for m in second["chosen"]] == ["assistant", "tool"] * 3
+    assert [m["role"] for m in second["chosen"]] == ["assistant", "tool"] * 3 + ["assistant"]
+    assert second["chosen"][-1]["content"] == "Submitted patch:\ndiff b1"
+    assert second["rejected"][-1]["content"] == "Submitted patch:\ndiff a1"
     write = json.loads(second["chosen"][2]["tool_calls"][0]["function"]["arguments"])
     assert write == {"path": "src/app.py", "content": "x = b1\n"}
     assert json.loads(second["rejected"][2]["tool_calls"][0]["function"]["arguments"])["content"] == "x = a1\n"

@@ -125,7 +125,8 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         except StoreError as exc:
             raise CommandError(f"the export was not stored: {exc}") from None
-        self.stdout.write(f"{export.tally.count} {export.noun} written to {written}")
+        refused = "".join(f", {count} refused ({reason.replace('_', ' ')})" for reason, count in export.refused.items())
+        self.stdout.write(f"{export.tally.count} {export.noun} written to {written}{refused}")
 
     def _target(self, out: str | None) -> Path | tuple[ObjectStore, str] | None:
         """A local path, an explicit bucket and key, or None for the configured store (--to-store)."""
