@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import django_filters
@@ -10,8 +11,10 @@ from django.db import connection
 from django.db.models import Q, QuerySet
 from django.db.models.functions import Left, Length
 
+from core.vocabulary import CHEAT_DETECTORS, ActionType
 from trajectories.models import Step, Trajectory
 from trajectories.sections import steps_query
+from trajectories.step_filters import FlagAtStep, StepFilter
 
 
 def flagged_with(detector: str) -> Q:
@@ -79,24 +82,42 @@ OBSERVATION_HEAD = 2000  # characters shown before "show all"
 
 
 def step_chunk(
-    trajectory: Trajectory, *, after: int = -1, before: int | None = None, limit: int = STEP_CHUNK
-) -> tuple[list[Step], bool]:
+    trajectory: Trajectory,
+    *,
+    after: int = -1,
+    before: int | None = None,
+    limit: int = STEP_CHUNK,
+    only: StepFilter | None = None,
+    flagged: Mapping[int, list[FlagAtStep]] | None = None,
+) -> tuple[list[Step], int | None]:
     """Up to `limit` steps numbered above `after` (or the last ones below `before`), in order,
-    and whether more lie beyond them in that direction.
+    that `only` matches (`flagged`: flags_at_steps, for its flag filter), and where the next chunk
+    in that direction starts (the `after` or `before` to ask with; None where nothing lies beyond).
 
     A trajectory can hold thousands of steps and megabytes of output; only a chunk of heads
     crosses from the database, observations and thoughts cut there, the rest is fetched when
     someone asks for it. What other apps show on each step (labels) is prefetched by their
-    page sections.
+    page sections. A filter that reads whole texts reads a window of steps at a time: a chunk
+    short of `limit` may end at the window's edge, and the next one searches on from there.
     """
     # The chunk's rows are chosen by id first, the heads cut only for them: asked in one query,
     # PostgreSQL may sort every step of the trajectory by number and cut every observation on
     # the way (a new trajectory's steps are not in its statistics yet), 23 ms at 1,000 steps.
     ids = trajectory.steps.values("id")
+    window = None
+    if only is not None and only.active:
+        ids = only.narrow(ids, flagged or {})
+        window = only.window
     if before is not None:
+        edge = max(before - window, 0) if window else None
         ids = ids.filter(step__lt=before).order_by("-step")
+        if edge is not None:
+            ids = ids.filter(step__gte=edge)
     else:
+        edge = after + window if window else None
         ids = ids.filter(step__gt=after).order_by("step")
+        if edge is not None:
+            ids = ids.filter(step__lte=edge)
     heads = Step.objects.filter(id__in=ids[: limit + 1]).order_by("step")
     heads = heads.defer("observation", "thought").annotate(
         obs_head=Left("observation", OBSERVATION_HEAD),
@@ -105,8 +126,63 @@ def step_chunk(
         thought_len=Length("thought"),
     )
     rows = list(steps_query(heads))
-    more = len(rows) > limit
-    return (rows[-limit:] if before is not None else rows[:limit]), more
+    if len(rows) > limit:
+        rows = rows[-limit:] if before is not None else rows[:limit]
+        return rows, (rows[0].step if before is not None else rows[-1].step)
+    if edge is None:
+        return rows, None
+    beyond = trajectory.steps.filter(step__lt=edge) if before is not None else trajectory.steps.filter(step__gt=edge)
+    return rows, (edge if beyond.exists() else None)
+
+
+# Steps a flag naming a file is shown at: one whose file changed a thousand times is not a list
+# of a thousand badges' worth of rows to read for every chunk.
+TIED_STEPS_MAX = 200
+CHANGES_FILES = (ActionType.WRITE_FILE, ActionType.EDIT_FILE)
+
+
+def _flag_at(flag: dict[str, Any], *, by_path: bool) -> FlagAtStep:
+    line = flag.get("line")
+    return FlagAtStep(
+        detector=str(flag.get("detector", "")),
+        evidence=str(flag.get("evidence", "")),
+        path=str(flag.get("path") or ""),
+        line=line if isinstance(line, int) and not isinstance(line, bool) else None,
+        cheat=flag.get("detector") in CHEAT_DETECTORS,
+        by_path=by_path,
+    )
+
+
+def flags_at_steps(trajectory: Trajectory) -> dict[int, list[FlagAtStep]]:
+    """The verified flags each step earned, by step number.
+
+    A flag the scorer recorded with a step (process findings, git history mined) is that
+    step's. One that names only a file of the final patch (a protected path edited, an
+    `__eq__` overridden) is shown at each write_file or edit_file step that changed that file
+    (by the path as the agent wrote it, or with a leading "./"); a file changed by a shell
+    command is tied to no step. One query, and only when a flag names a file without a step.
+    """
+    at: dict[int, list[FlagAtStep]] = {}
+    by_path: dict[str, list[dict[str, Any]]] = {}
+    for flag in trajectory.flags:
+        if not isinstance(flag, dict):
+            continue
+        step, path = flag.get("step"), flag.get("path")
+        if isinstance(step, int) and not isinstance(step, bool):
+            at.setdefault(step, []).append(_flag_at(flag, by_path=False))
+        elif isinstance(path, str) and path:
+            by_path.setdefault(path, []).append(flag)
+    if by_path:
+        spelled = {name: path for path in by_path for name in (path, f"./{path}")}
+        changes = (
+            trajectory.steps.filter(action_type__in=CHANGES_FILES, action_input__path__in=list(spelled))
+            .order_by("step")
+            .values_list("step", "action_input__path")[:TIED_STEPS_MAX]
+        )
+        for step, name in changes:
+            for flag in by_path.get(spelled.get(name, ""), []):
+                at.setdefault(step, []).append(_flag_at(flag, by_path=True))
+    return at
 
 
 def step_timeline(trajectory: Trajectory) -> list[tuple[int, str, float | None]]:

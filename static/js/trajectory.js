@@ -10,6 +10,8 @@
 // move what they are reading). Chunks are rendered by the server with the page's own template,
 // so agent text loaded on demand is escaped exactly as the first screenful is. Live steps are
 // added only once the list reaches the trajectory's end; until then the later item fetches them.
+// A list filtered by the page's form (tool, errors, flag, text) gets its chunks with the same
+// query, and no live steps: whether a new step matches is the server's to say.
 (function () {
   "use strict";
   const list = document.getElementById("steps");
@@ -51,10 +53,13 @@
     if (loading.has(item) || !item.isConnected) return;
     loading.add(item);
     const asked = generation;
-    const where = item.dataset.after !== undefined ? `after=${item.dataset.after}` : `before=${item.dataset.before}`;
+    // data-chunks carries the page's step filters (?tool=, ?q=, ...); the chunk keeps them.
+    const url = new URL(list.dataset.chunks, location.href);
+    if (item.dataset.after !== undefined) url.searchParams.set("after", item.dataset.after);
+    else url.searchParams.set("before", item.dataset.before);
     let chunk = null;
     try {
-      const response = await fetch(`${list.dataset.chunks}?${where}`, { credentials: "same-origin", cache: "no-store" });
+      const response = await fetch(url, { credentials: "same-origin", cache: "no-store" });
       if (response.ok) chunk = new DOMParser().parseFromString(await response.text(), "text/html").querySelector("ol.steps");
     } catch (e) {
       // offline: the item stays, and loads when it comes into view or is clicked again
@@ -94,6 +99,8 @@
     return typeof value === "string" ? value : JSON.stringify(value, null, 2);
   }
   function add(step) {
+    // A filtered list shows the steps the server matched; a live step is not known to match.
+    if (list.dataset.filtered) return;
     if (document.getElementById(`step-${step.step}`)) return;
     const empty = document.getElementById("no-steps");
     if (empty) empty.remove();
