@@ -61,7 +61,16 @@ FILE, DIRECTORY = "file", "directory"
 
 
 class ExportError(ValueError):
-    """A request for an export that cannot be made: one line, said before any byte is written."""
+    """A request for an export that cannot be made: one line, said before any byte is written.
+
+    `option` is the part of the request at fault, when one is: an ExportOptions field, "format"
+    or "kind". Each caller names it as its users type it (the API's query parameter, the
+    command's flag), so the message itself says what is wrong, not what the thing is called.
+    """
+
+    def __init__(self, message: str, option: str | None = None) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 @dataclass(frozen=True)
@@ -107,7 +116,7 @@ class Export:
 
 def _suite(options: ExportOptions) -> str | None:
     if options.suite is not None and not TaskSuite.objects.filter(name=options.suite).exists():
-        raise ExportError(f"no suite named {options.suite!r}")
+        raise ExportError(f"no suite named {options.suite!r}", "suite")
     return options.suite
 
 
@@ -126,13 +135,13 @@ def _records(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
 
 def _training_set(options: ExportOptions) -> Any:
     if not options.set_name:
-        raise ExportError("a training-set export needs a set (NAME or NAME@VERSION)")
+        raise ExportError("a training-set export needs the training set's NAME or NAME@VERSION", "set_name")
     try:
         found = find_training_set(options.set_name)
     except ValueError as exc:
-        raise ExportError(str(exc)) from None
+        raise ExportError(str(exc), "set_name") from None
     if found is None:
-        raise ExportError(f"no training set {options.set_name!r}")
+        raise ExportError(f"no training set {options.set_name!r}", "set_name")
     return found
 
 
@@ -215,10 +224,10 @@ def task_rows(options: ExportOptions) -> Rows:
 
 def preference_rows(options: ExportOptions) -> Rows:
     if not options.set_name:
-        raise ExportError("a preferences export needs a comparison set")
+        raise ExportError("a preferences export needs the name of a comparison set", "set_name")
     comparison_set = ComparisonSet.objects.filter(name=options.set_name).first()
     if comparison_set is None:
-        raise ExportError(f"no comparison set named {options.set_name!r}")
+        raise ExportError(f"no comparison set named {options.set_name!r}", "set_name")
     refused: Counter[str] = Counter()
     rows = iter_preference_rows(
         comparison_set, keep_ties=options.keep_ties, margin=not options.no_margin, refused=refused
@@ -249,11 +258,11 @@ def _as_atif(rows: Rows, options: ExportOptions) -> Rows:
 
 def _as_episodes(rows: Rows, options: ExportOptions) -> Rows:
     if not options.tokenizer:
-        raise ExportError("an episodes export needs a tokenizer (--tokenizer PATH, or ?tokenizer=)")
+        raise ExportError("an episodes export needs a tokenizer to count tokens with", "tokenizer")
     try:
         tokenizer = load_tokenizer(options.tokenizer)
     except EpisodeError as exc:
-        raise ExportError(str(exc)) from None
+        raise ExportError(str(exc), "tokenizer") from None
     return Rows(_episodes(rows.rows, tokenizer), rows.total, rows.unit, "episodes", "episode")
 
 
@@ -366,14 +375,14 @@ CONTENT_TYPES = {
 def check_request(kind: str, format_name: str, given: set[str]) -> Format:
     """The format, or an ExportError naming what is wrong with the request."""
     if kind not in KINDS:
-        raise ExportError(f"unknown export kind {kind!r} (one of {', '.join(KINDS)})")
+        raise ExportError(f"unknown export kind {kind!r} (one of {', '.join(KINDS)})", "kind")
     spec = KINDS[kind]
     if format_name not in spec.formats:
-        raise ExportError(f"{kind} export only as {', '.join(spec.formats)}")
+        raise ExportError(f"{kind} export only as {', '.join(spec.formats)}", "format")
     for option in sorted(given):
         # An option the kind ignores would be a filter the user believes was applied.
         if option not in spec.options or format_name not in FORMAT_OPTIONS.get(option, (format_name,)):
-            raise ExportError(f"{option.replace('_', '-')} does not apply to a {kind} {format_name} export")
+            raise ExportError(f"does not apply to a {kind} {format_name} export", option)
     return spec.formats[format_name]
 
 

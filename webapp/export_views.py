@@ -21,7 +21,7 @@ from django.http import StreamingHttpResponse
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.exceptions import APIException, NotFound, ParseError, PermissionDenied
+from rest_framework.exceptions import APIException, NotFound, ParseError, PermissionDenied, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import BasePermission
 from rest_framework.request import Request
@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 FLAGS = ("include_unfinished", "keep_ties", "no_margin", "unredacted")
 VALUES = ("suite", "batch", "set", "tokenizer", "model_name")
 TRUE, FALSE = ("1", "true", "yes"), ("0", "false", "no", "")
+# The query parameter of each ExportOptions field whose name differs from it.
+PARAMETERS = {"set_name": "set"}
 
 
 class ResearchersExport(BasePermission):
@@ -58,10 +60,15 @@ class FormatIsTheExportFormat(DefaultContentNegotiation):
         return renderers[0], renderers[0].media_type
 
 
+def _invalid(parameter: str, message: str) -> ValidationError:
+    """A validation problem whose `errors` is keyed by the query parameter at fault (its `detail` starts with it)."""
+    return ValidationError({parameter: [message]})
+
+
 def _flag(params: Any, name: str) -> bool:
     value = params.get(name, "").lower()
     if value not in TRUE + FALSE:
-        raise ParseError(f"{name} must be 1 or 0, not {value[:20]!r}")
+        raise _invalid(name, f"must be 1 or 0, not {value[:20]!r}")
     return value in TRUE
 
 
@@ -72,7 +79,7 @@ def _tokenizer(name: str | None) -> str | None:
     models = Path(settings.CRUCIBLE_DEFAULT_MODEL).parent.resolve()
     chosen = (models / name).resolve()
     if "/" in name or chosen.parent != models or not chosen.is_dir():
-        raise ParseError(f"tokenizer must be the name of a model directory under var/models/, not {name[:80]!r}")
+        raise _invalid("tokenizer", f"must be the name of a model directory under var/models/, not {name[:80]!r}")
     return str(chosen)
 
 
@@ -80,10 +87,10 @@ def options_from(params: Any) -> ExportOptions:
     unknown = sorted(set(params) - {"format", *FLAGS, *VALUES})
     if unknown:
         # An ignored filter would be one the client believes was applied.
-        raise ParseError(f"unknown parameter {unknown[0][:40]!r}")
+        raise _invalid(unknown[0][:40], f"unknown parameter: exports take {', '.join(('format', *VALUES, *FLAGS))}")
     batch = params.get("batch")
     if batch is not None and not batch.isdigit():
-        raise ParseError("batch must be a batch id")
+        raise _invalid("batch", "must be a batch id")
     return ExportOptions(
         suite=params.get("suite"),
         batch=int(batch) if batch is not None else None,
@@ -190,7 +197,9 @@ def _export(request: Request, kind: str, params: Any) -> Export:
     try:
         return build_export(kind, params.get("format", "jsonl"), options, request.user)
     except ExportError as exc:
-        raise ParseError(str(exc)) from None
+        if exc.option is None:
+            raise ParseError(str(exc)) from None
+        raise _invalid(PARAMETERS.get(exc.option, exc.option), str(exc)) from None
 
 
 def _body(request: Request, chunks: Iterator[bytes]) -> Iterator[bytes] | AsyncIterator[bytes]:

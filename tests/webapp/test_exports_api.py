@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
 from django.test import Client
 
 from core.models import AuditEvent
@@ -51,20 +53,41 @@ def test_who_may_export_what(
     ]
 
 
-def test_a_bad_request_is_a_400_before_any_byte(demo_suite: TaskSuite, researcher: User) -> None:
+def test_a_bad_request_is_a_400_before_any_byte_that_names_the_parameter(
+    demo_suite: TaskSuite, researcher: User
+) -> None:
     client = client_for(researcher)
-    for url, params, message in (
-        (URL, {"format": "csv"}, "trajectories export only as"),
-        (URL, {"sute": "demo"}, "unknown parameter 'sute'"),
-        (URL, {"suite": "nope"}, "no suite named 'nope'"),
-        (URL, {"format": "episodes", "tokenizer": "../../etc"}, "tokenizer must be the name of a model directory"),
-        ("/api/v1/exports/nothing/", {}, "unknown export kind 'nothing'"),
-        ("/api/v1/exports/preferences/", {}, "needs a comparison set"),
+    for url, params, parameter, message in (
+        (URL, {"format": "csv"}, "format", "trajectories export only as jsonl, parquet"),
+        (URL, {"sute": "demo"}, "sute", "unknown parameter: exports take format, suite, batch, set"),
+        (URL, {"suite": "nope"}, "suite", "no suite named 'nope'"),
+        (URL, {"batch": "one"}, "batch", "must be a batch id"),
+        (URL, {"keep_ties": "maybe"}, "keep_ties", "must be 1 or 0, not 'maybe'"),
+        (URL, {"format": "episodes", "tokenizer": "../../etc"}, "tokenizer", "must be the name of a model directory"),
+        (URL, {"format": "episodes"}, "tokenizer", "an episodes export needs a tokenizer"),
+        (URL, {"set": "x"}, "set", "does not apply to a trajectories jsonl export"),
+        (URL, {"model_name": "m"}, "model_name", "does not apply to a trajectories jsonl export"),
+        ("/api/v1/exports/nothing/", {}, "kind", "unknown export kind 'nothing'"),
+        ("/api/v1/exports/preferences/", {}, "set", "a preferences export needs the name of a comparison set"),
+        ("/api/v1/exports/preferences/", {"set": "nope"}, "set", "no comparison set named 'nope'"),
+        ("/api/v1/exports/training-set/", {}, "set", "needs the training set's NAME or NAME@VERSION"),
+        ("/api/v1/exports/training-set/", {"set": "all@x"}, "set", "training set version must be a number"),
     ):
         response = client.get(url, params)
         assert response.status_code == 400, (url, params)
-        assert message in json.dumps(response.json()), response.json()
+        problem = response.json()
+        assert problem["type"] == "urn:crucible:problem:validation", problem
+        assert list(problem["errors"]) == [parameter], problem
+        assert message in problem["errors"][parameter][0], problem
+        assert problem["detail"].startswith(f"{parameter}: "), problem
     assert not AuditEvent.objects.filter(action="export").exists()
+
+
+def test_the_export_command_names_its_flag_where_the_api_names_its_parameter(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="^--tokenizer: an episodes export needs a tokenizer"):
+        call_command("export", "trajectories", "--format", "episodes", "--out", str(tmp_path / "x"), verbosity=0)
+    with pytest.raises(CommandError, match="^--set: no comparison set named 'nope'"):
+        call_command("export", "preferences", "--set", "nope", "--out", str(tmp_path / "x"), verbosity=0)
 
 
 def test_a_directory_format_streams_as_a_tar(demo_suite: TaskSuite, researcher: User) -> None:

@@ -122,7 +122,8 @@ class Command(BaseCommand):
                     stored = write_to_store(_progress(export.stream(), export, bar), store, key)
                     written = f"{store.url}/{stored.key} ({stored.bytes} bytes, sha256 {stored.sha256})"
         except ExportError as exc:
-            raise CommandError(str(exc)) from None
+            flag = FLAGS.get(exc.option, f"--{exc.option}") if exc.option else ""
+            raise CommandError(f"{flag}: {exc}" if flag else str(exc)) from None
         except StoreError as exc:
             raise CommandError(f"the export was not stored: {exc}") from None
         refused = "".join(f", {count} refused ({reason.replace('_', ' ')})" for reason, count in export.refused.items())
@@ -175,7 +176,7 @@ def _write_file(export: Export, out: Path, bar: tqdm[Any]) -> None:
 
 def _write_directory(export: Export, out: Path, bar: tqdm[Any]) -> None:
     if out.exists() and not out.is_dir():
-        raise ExportError(f"{out}: exists and is not a directory")
+        raise ExportError(f"{out}: exists and is not a directory", "out")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         assert export.files is not None
