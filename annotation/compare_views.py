@@ -9,7 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotation.forms import ComparisonSetForm, JudgementForm
+from annotation.forms import SCREEN_CHOICES, ComparisonSetForm, JudgementForm
 from annotation.models import Assignment, Comparison, ComparisonSet
 from annotation.pair_display import blind_pair, cached_diff_html, highlighted_diff_html, plain_diff_html
 from annotation.pairs import PairsError, draw_pairs
@@ -18,20 +18,40 @@ from annotation.queue import (
     claim,
     judge,
     next_for,
+    queue_position,
     remaining_for,
     reviewer_progress,
     set_progress,
     skip,
+    to_pair_terms,
+    undo_judgement,
+    undoable,
 )
 from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from tasks.models import TaskSuite
 from trajectories.models import Trajectory
 
+# Session keys. The tasks whose statement this reviewer has read: a set holds several pairs of
+# one task, and after the first the statement is folded so that both patches fit the first view.
+READ_TASKS = "annotation:read-tasks"
+READ_TASKS_KEPT = 200
+# A verdict just undone, offered again on its pair's form (the row itself is gone).
+UNDONE = "annotation:undone"
+SCREEN_LABELS = dict(SCREEN_CHOICES)
+
 
 def _user(request: HttpRequest) -> User:
     assert isinstance(request.user, User)
     return request.user
+
+
+def _undo_offer(user: User, cset: ComparisonSet) -> dict[str, object] | None:
+    """The reviewer's last verdict in this set, in screen terms, when it can still be undone."""
+    last = undoable(user, cset)
+    if last is None:
+        return None
+    return {"pair": last.comparison_id, "choice": SCREEN_LABELS[to_pair_terms(last.choice, last.swapped)]}
 
 
 @role_required()
@@ -49,10 +69,12 @@ def queue_page(request: HttpRequest) -> HttpResponse:
     for row in everyone:
         row["set_name"] = by_name[row["set"]]  # type: ignore[index]
     done_set = request.GET.get("done", "")
+    done = next((c for c in sets if c.name == done_set), None)
+    undo = _undo_offer(user, done) if done is not None else None
     return render(
         request,
         "annotation/queue.html",
-        {"rows": rows, "everyone": everyone, "can_research": researcher, "done_set": done_set},
+        {"rows": rows, "everyone": everyone, "can_research": researcher, "done_set": done_set, "undo": undo},
     )
 
 
@@ -89,19 +111,40 @@ def compare(request: HttpRequest, pk: int) -> HttpResponse:
     except QueueError as exc:
         return _unavailable(request, comparison, str(exc))
     assignment.comparison = comparison
-    return _review(request, assignment, JudgementForm())
+    return _review(request, assignment, JudgementForm(initial=_undone(request, comparison.pk)))
 
 
 def _review(request: HttpRequest, assignment: Assignment, form: JudgementForm, status: int = 200) -> HttpResponse:
     pair = blind_pair(assignment)
+    cset = assignment.comparison.comparison_set
+    user = _user(request)
     context = {
         "pair": pair,
         "form": form,
         "left": _diff(pair["left"]["patch"]),
         "right": _diff(pair["right"]["patch"]),
-        "cset": assignment.comparison.comparison_set,
+        "cset": cset,
+        "position": queue_position(user, cset),
+        "statement_open": _first_read(request, pair["task_id"]),
+        "undo": _undo_offer(user, cset),
     }
     return render(request, "annotation/compare.html", context, status=status)
+
+
+def _first_read(request: HttpRequest, task_ref: str) -> bool:
+    read = request.session.get(READ_TASKS, [])
+    if task_ref in read:
+        return False
+    request.session[READ_TASKS] = [*read, task_ref][-READ_TASKS_KEPT:]
+    return True
+
+
+def _undone(request: HttpRequest, pk: int) -> dict[str, object] | None:
+    undone = request.session.get(UNDONE)
+    if not isinstance(undone, dict) or undone.get("pair") != pk:
+        return None
+    del request.session[UNDONE]
+    return {name: undone[name] for name in ("choice", "reason", "tags")}
 
 
 def _diff(patch: str) -> dict[str, object]:
@@ -111,8 +154,10 @@ def _diff(patch: str) -> dict[str, object]:
     return {"diff": cached if cached is not None else plain_diff_html(patch), "highlighted": cached is not None}
 
 
-def _unavailable(request: HttpRequest, comparison: Comparison, message: str) -> HttpResponse:
-    context = {"message": message, "cset": comparison.comparison_set}
+def _unavailable(
+    request: HttpRequest, comparison: Comparison, message: str, heading: str = "This pair is not yours to judge"
+) -> HttpResponse:
+    context = {"message": message, "heading": heading, "cset": comparison.comparison_set}
     return render(request, "annotation/compare.html", context, status=409)
 
 
@@ -125,6 +170,24 @@ def skip_pair(request: HttpRequest, pk: int) -> HttpResponse:
     except QueueError as exc:
         return _unavailable(request, comparison, str(exc))
     return redirect("annotation:next", name=comparison.comparison_set.name)
+
+
+@require_POST
+@role_required()
+def undo_verdict(request: HttpRequest, pk: int) -> HttpResponse:
+    """Take back the reviewer's last verdict (on pair `pk`) and show that pair again, filled in."""
+    comparison = get_object_or_404(Comparison.objects.select_related("comparison_set"), pk=pk)
+    try:
+        undone = undo_judgement(_user(request), comparison)
+    except QueueError as exc:
+        return _unavailable(request, comparison, str(exc), heading="This verdict cannot be undone")
+    request.session[UNDONE] = {
+        "pair": comparison.pk,
+        "choice": to_pair_terms(undone.choice, undone.swapped),
+        "reason": undone.reason,
+        "tags": list(undone.tags),
+    }
+    return redirect("annotation:compare", pk=comparison.pk)
 
 
 def _assigned_side(request: HttpRequest, pk: int, side: str) -> Trajectory:

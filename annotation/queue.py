@@ -1,5 +1,6 @@
 """The review queue: who gets which pair, the expiring locks that keep two reviewers off one
-pair, and the verbs that end an assignment (judge, skip).
+pair, the verbs that end an assignment (judge, skip) and the one that takes a verdict back
+while its hold lasts (undo_judgement).
 
 A pair is open to a reviewer while fewer than k reviewers judged it, this reviewer has not
 judged or skipped it, and nobody else holds it. Holding is a lock with an end time
@@ -13,6 +14,7 @@ import logging
 import random
 from collections.abc import Iterable
 from datetime import timedelta
+from typing import NamedTuple
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -200,6 +202,62 @@ def judge(
     return judgement
 
 
+def _undo_refusal(reviewer: User, judgement: Judgement, assignment: Assignment | None, locked: Comparison) -> str:
+    """Why this judgement cannot be undone now; "" when it can."""
+    now = timezone.now()
+    if judgement.reviewer_id != reviewer.pk or assignment is None:
+        return "only your own verdict can be undone"
+    if assignment.expires_at <= now:
+        return "your hold on that pair has ended: the verdict stands"
+    if locked.locked_by_id not in (None, reviewer.pk) and locked.locked_until and locked.locked_until > now:
+        return "another reviewer holds that pair now: the verdict stands"
+    return ""
+
+
+def last_judgement(reviewer: User) -> Judgement | None:
+    return Judgement.objects.filter(reviewer=reviewer).order_by("-created_at", "-id").first()
+
+
+def undoable(reviewer: User, cset: ComparisonSet) -> Judgement | None:
+    """The reviewer's last judgement when it is of this set and undo_judgement would take it back."""
+    last = last_judgement(reviewer)
+    if last is None:
+        return None
+    comparison = Comparison.objects.filter(pk=last.comparison_id, comparison_set=cset).first()
+    if comparison is None:
+        return None
+    assignment = Assignment.objects.filter(comparison=comparison, reviewer=reviewer).first()
+    return None if _undo_refusal(reviewer, last, assignment, comparison) else last
+
+
+@transaction.atomic
+def undo_judgement(reviewer: User, comparison: Comparison) -> Judgement:
+    """Take back the reviewer's last verdict, which must be on this pair, and hold the pair again.
+
+    Only while the hold the verdict was given under still runs (the end time the page showed)
+    and nobody else holds the pair: past that, others may have been served the pair or its
+    verdict read into agreement figures and exports, and a verdict that comes and goes then
+    would change what they saw. The reviewer gets the pair back on the sides they judged, until
+    the same end time; the deleted verdict is returned (unsaved) so the page can offer it again.
+    """
+    locked = Comparison.objects.select_for_update().get(pk=comparison.pk)
+    last = last_judgement(reviewer)
+    if last is None or last.comparison_id != locked.pk:
+        raise QueueError("only your last verdict can be undone, and this pair's is not it")
+    assignment = Assignment.objects.filter(comparison=locked, reviewer=reviewer).first()
+    refusal = _undo_refusal(reviewer, last, assignment, locked)
+    if refusal:
+        raise QueueError(refusal)
+    assert assignment is not None
+    last.delete()
+    Assignment.objects.filter(pk=assignment.pk).update(completed_at=None)
+    Comparison.objects.filter(pk=locked.pk).update(
+        judgement_count=F("judgement_count") - 1, locked_by=reviewer, locked_until=assignment.expires_at
+    )
+    logger.info("verdict on pair %s undone by user %s", locked.pk, reviewer.pk)
+    return last
+
+
 @transaction.atomic
 def skip(reviewer: User, comparison: Comparison) -> None:
     """The reviewer passes on this pair for good; it goes back to the queue for others."""
@@ -277,3 +335,16 @@ def remaining_for(reviewer: User, cset: ComparisonSet) -> int:
         .exclude(pk__in=done)
         .count()
     )
+
+
+class QueuePosition(NamedTuple):
+    """Where a reviewer is in a set: pair `number` of `total` (those finished plus those left)."""
+
+    number: int
+    total: int
+
+
+def queue_position(reviewer: User, cset: ComparisonSet) -> QueuePosition:
+    """The pair being looked at counts as left: it is not finished until judged or skipped."""
+    finished = Assignment.objects.filter(_finished_by(reviewer), comparison__comparison_set=cset).count()
+    return QueuePosition(finished + 1, finished + max(1, remaining_for(reviewer, cset)))

@@ -19,6 +19,7 @@ urlpatterns: list[URLPattern] = [
     path("sets/<slug:name>/next/", compare_views.next_pair, name="next"),
     path("compare/<int:pk>/", compare_views.compare, name="compare"),
     path("compare/<int:pk>/skip/", compare_views.skip_pair, name="skip"),
+    path("compare/<int:pk>/undo/", compare_views.undo_verdict, name="undo"),
     path("compare/<int:pk>/trajectory/<str:side>/", compare_views.compare_trajectory, name="compare-trajectory"),
     path("compare/<int:pk>/diff/<str:side>/", compare_views.compare_diff, name="compare-diff"),
     # Agreement figures and disagreements of a set (disagreement_views).

@@ -1,5 +1,6 @@
 // Keyboard-first pairwise review: 1/a left, 2/b right, 3/t tie, 4/x both bad (the reason box
-// takes the focus), Enter submits, Shift+Enter is a new line, Esc leaves the box, s skips.
+// takes the focus), Enter submits, Shift+Enter is a new line, Esc leaves the box, s skips,
+// u undoes the last verdict (the button is there only while the server would allow it).
 // The server answers a submit with the next pair's page, so the next pair loads by itself.
 (function () {
   "use strict";
@@ -7,6 +8,7 @@
   if (!form) return;
   const reason = form.querySelector("textarea[name=reason]");
   const skip = document.getElementById("skip");
+  const undo = document.getElementById("undo");
   const KEYS = { "1": "A", a: "A", "2": "B", b: "B", "3": "tie", t: "tie", "4": "both_bad", x: "both_bad" };
   let sent = false;
 
@@ -51,6 +53,9 @@
     } else if (key === "s" && skip) {
       event.preventDefault();
       submit(skip);
+    } else if (key === "u" && undo) {
+      event.preventDefault();
+      submit(undo);
     } else if (key === "enter" && target === document.body) {
       event.preventDefault();
       if (form.querySelector("input[name=choice]:checked") && reason.value.trim()) submit(form);

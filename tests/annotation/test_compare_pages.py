@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import re
+from datetime import timedelta
+
 import pytest
 from django.core.cache import cache
 from django.test import Client
+from django.utils import timezone
 
 from annotation.models import Assignment, Comparison, Judgement
 from tests.annotation.pairs_data import HOSTILE, comparison_set, secret_pair
@@ -113,3 +117,60 @@ def test_outsiders_cannot_see_the_queue_or_a_pair() -> None:
     assert outsider.get("/annotation/").status_code == 403
     assert outsider.get("/annotation/sets/closed/next/").status_code == 403
     assert Client().get("/annotation/").status_code == 302
+
+
+def test_the_review_page_shows_the_place_in_the_set_and_folds_a_statement_read_before() -> None:
+    comparison_set(name="fold", tasks=2)
+    client = reviewer()
+    pk, html = open_next(client, "fold")
+    assert '<span id="queue-position">pair 1 of 2 in this set</span>' in html
+    assert '<details class="card" id="statement" open>' in html and "Fix bug number" in html
+    again = client.get(f"/annotation/compare/{pk}/").content.decode()
+    assert '<details class="card" id="statement">' in again and "read before" in again
+    assert "Fix bug number" in again  # folded, not gone
+    client.post(f"/annotation/compare/{pk}/skip/")
+    _, html = open_next(client, "fold")  # another task: read for the first time
+    assert '<details class="card" id="statement" open>' in html and "pair 2 of 2 in this set" in html
+
+
+def test_a_reviewer_undoes_a_verdict_from_the_next_page_and_nobody_else_can() -> None:
+    comparison_set(name="undo", tasks=2)
+    client = reviewer("ann")
+    pk, _ = open_next(client, "undo")
+    client.post(f"/annotation/compare/{pk}/", {"choice": "B", "reason": "right <b>wins</b>", "tags": ["minimal"]})
+    second, html = open_next(client, "undo")
+    assert f'action="/annotation/compare/{pk}/undo/"' in html and "Undo last verdict (Right is better)" in html
+    assert "pair 2 of 2 in this set" in html
+
+    refused = reviewer("ben").post(f"/annotation/compare/{pk}/undo/")
+    assert refused.status_code == 409 and b"only your last verdict can be undone" in refused.content
+    assert Judgement.objects.count() == 1
+    assert client.get(f"/annotation/compare/{pk}/undo/").status_code == 405
+
+    undone = client.post(f"/annotation/compare/{pk}/undo/")
+    assert undone.status_code == 302 and undone["Location"] == f"/annotation/compare/{pk}/"
+    assert not Judgement.objects.exists()
+    html = client.get(undone["Location"]).content.decode()
+    assert re.search(r'<input type="radio" name="choice" value="B" [^>]*checked>', html)
+    assert "right &lt;b&gt;wins&lt;/b&gt;</textarea>" in html
+    assert re.search(r'<input type="checkbox" name="tags" value="minimal" [^>]*checked>', html)
+    assert "pair 1 of 2 in this set" in html and "Undo last verdict" not in html
+
+    client.post(f"/annotation/compare/{pk}/", {"choice": "A", "reason": "left"})
+    Assignment.objects.filter(comparison_id=pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert "Undo last verdict" not in client.get(f"/annotation/compare/{second}/").content.decode()
+    expired = client.post(f"/annotation/compare/{pk}/undo/")
+    assert expired.status_code == 409 and b"your hold on that pair has ended" in expired.content
+    assert Judgement.objects.get().choice in ("A", "B")
+
+
+def test_the_queue_done_page_offers_to_undo_the_last_verdict() -> None:
+    comparison_set(name="last", tasks=1)
+    client = reviewer("ann")
+    pk, _ = open_next(client, "last")
+    done = client.post(f"/annotation/compare/{pk}/", {"choice": "tie", "reason": "same"})
+    page = client.get(client.get(done["Location"])["Location"]).content.decode()
+    assert "The queue is done" in page and f'action="/annotation/compare/{pk}/undo/"' in page
+    assert "Undo your last verdict (Tie)" in page
+    assert client.post(f"/annotation/compare/{pk}/undo/").status_code == 302
+    assert not Judgement.objects.exists()

@@ -12,10 +12,13 @@ from annotation.queue import (
     claim,
     judge,
     next_for,
+    queue_position,
     remaining_for,
     reviewer_progress,
     set_progress,
     skip,
+    undo_judgement,
+    undoable,
 )
 from tests.annotation.pairs_data import comparison_set
 from tests.factories import UserFactory
@@ -157,3 +160,52 @@ def test_progress_counts_pairs_done_judgements_and_each_reviewers_pace(two_revie
     assert rows["ann"]["judged"] == rows["ben"]["judged"] == 1
     assert rows["ann"]["per_hour"] == 60.0
     assert [r["reviewer"] for r in reviewer_progress([cset], ann)] == ["ann"]
+
+
+def test_a_reviewer_takes_back_their_last_verdict_and_holds_the_pair_again(two_reviewers: tuple[User, User]) -> None:
+    ann, _ = two_reviewers
+    cset = comparison_set(tasks=3)
+    first = next_for(ann, cset)
+    assert first is not None
+    judge(ann, first.comparison, "A", "left is right")
+    second = next_for(ann, cset)
+    assert second is not None
+    assert queue_position(ann, cset) == (2, 3)
+    assert undoable(ann, cset) is not None
+    undone = undo_judgement(ann, first.comparison)
+    assert (undone.choice, undone.reason) == ("B" if first.swapped else "A", "left is right")
+    assert not Judgement.objects.exists()
+    comparison = Comparison.objects.get(pk=first.comparison_id)
+    assert (comparison.judgement_count, comparison.locked_by, comparison.locked_until) == (0, ann, first.expires_at)
+    assert Assignment.objects.get(pk=first.pk).completed_at is None
+    assert queue_position(ann, cset) == (1, 3)
+    assert judge(ann, first.comparison, "tie", "same after all").choice == "tie"
+    assert next_for(ann, cset) == second  # the pair held meanwhile is still this reviewer's
+
+
+def test_only_the_reviewers_own_last_verdict_is_undone_and_only_while_its_hold_lasts(
+    two_reviewers: tuple[User, User],
+) -> None:
+    ann, ben = two_reviewers
+    cset = comparison_set(tasks=2, reviewers=2)
+    first = next_for(ann, cset)
+    assert first is not None
+    judge(ann, first.comparison, "A", "left")
+    with pytest.raises(QueueError, match="only your last verdict"):
+        undo_judgement(ben, first.comparison)
+    taken = claim(ben, Comparison.objects.get(pk=first.comparison_id))  # k = 2: ben may take it now
+    with pytest.raises(QueueError, match="another reviewer holds that pair now"):
+        undo_judgement(ann, first.comparison)
+    skip(ben, taken.comparison)
+    Assignment.objects.filter(pk=first.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert undoable(ann, cset) is None
+    with pytest.raises(QueueError, match="your hold on that pair has ended"):
+        undo_judgement(ann, first.comparison)
+    Assignment.objects.filter(pk=first.pk).update(expires_at=timezone.now() + timedelta(minutes=5))
+    second = next_for(ann, cset)
+    assert second is not None
+    judge(ann, second.comparison, "B", "right")
+    with pytest.raises(QueueError, match="only your last verdict"):
+        undo_judgement(ann, first.comparison)  # no longer the last one
+    assert Judgement.objects.filter(reviewer=ann).count() == 2
+    assert Comparison.objects.get(pk=first.comparison_id).judgement_count == 1
