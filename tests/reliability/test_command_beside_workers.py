@@ -6,6 +6,7 @@ takes no row a worker holds. Every trajectory is one attempt, steps 1..n; the co
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -85,8 +86,11 @@ def test_on_sqlite_the_command_beside_a_two_process_worker_meets_no_locked_datab
         )
 
     assert manage("migrate", "--no-input", "-v0").returncode == 0
+    # One import of the four tasks (a folder of task folders), not a process start each.
+    tasks = tmp_path / "tasks"
     for task_id in TASKS:
-        assert manage("import_tasks", str(DEMO / "tasks" / task_id), "--suite", "sqlite").returncode == 0
+        shutil.copytree(DEMO / "tasks" / task_id, tasks / task_id)
+    assert manage("import_tasks", str(tasks), "--suite", "sqlite").returncode == 0
     log = tmp_path / "worker.log"
     with log.open("wb") as out:
         worker = subprocess.Popen(

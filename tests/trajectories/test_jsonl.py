@@ -161,27 +161,49 @@ def test_the_export_command_refuses_an_unknown_suite(tmp_path: Path) -> None:
 
 
 def test_import_and_export_work_on_sqlite_too(tmp_path: Path) -> None:
-    """The embedded default: a real SQLite file, through the real commands."""
+    """The embedded default: a real SQLite file, through the real commands.
+
+    The commands run one after another in one Django process (`manage.py shell`, each through
+    call_command, what manage.py itself calls): a process start costs about 2 CPU-s on a busy
+    2-core box, and what is tested is each command on SQLite, not the start. The error path
+    is a real `manage.py` of its own, for its exit code and message.
+    """
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "DJANGO_SETTINGS_MODULE": "webapp.settings_test",
     }
-
-    def manage(*args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
-        )
-        assert done.returncode == 0, done.stderr
-        return done.stdout
-
-    manage("migrate", "-v0")
-    manage("import_tasks", str(DEMO / "tasks"), "--suite", "demo", "-v0")
-    assert "trajectories" in manage("import_trajectories", str(DEMO / "trajectories.jsonl"), "-v0")
-    assert "1 trajectories" in manage("import_trajectories", str(SEED), "-v0")
-    assert "0 trajectories (0 steps) imported" in manage("import_trajectories", str(DEMO / "trajectories.jsonl"), "-v0")
     out = tmp_path / "out.jsonl"
-    manage("export", "trajectories", "--out", str(out), "-v0")
+    calls = [
+        ("migrate",),
+        ("import_tasks", str(DEMO / "tasks"), "--suite", "demo"),
+        ("import_trajectories", str(DEMO / "trajectories.jsonl")),
+        ("import_trajectories", str(SEED)),
+        ("import_trajectories", str(DEMO / "trajectories.jsonl")),
+        ("export", "trajectories", "--out", str(out)),
+    ]
+    script = (
+        "import io, json\n"
+        "from django.core.management import call_command\n"
+        f"for args in {calls!r}:\n"
+        "    buffer = io.StringIO()\n"
+        "    call_command(*args, verbosity=0, stdout=buffer)\n"
+        "    print(json.dumps(buffer.getvalue()))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v0", "-c", script],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr
+    said = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(said) == len(calls), done.stdout
+    assert "trajectories" in said[2]
+    assert "1 trajectories" in said[3]
+    assert "0 trajectories (0 steps) imported" in said[4]
     exported = [json.loads(line) for line in out.read_text().splitlines()]
     original = json.loads(SEED.read_text())
     seed_exports = [e for e in exported if e["steps"][0]["observation"] == original["steps"][0]["observation"]]

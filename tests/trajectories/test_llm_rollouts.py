@@ -23,7 +23,7 @@ from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 from trajectories.schema import ACTION_TYPES, check_record
 
-MAX_STEPS = 3
+MAX_STEPS = 2  # two model turns show a multi-step record; each more is seconds of CPU
 
 
 @pytest.fixture(scope="module")
