@@ -8,19 +8,20 @@ notebook can import them, and every figure on the evaluation pages comes from he
 - pass^k: the chance that k samples drawn without replacement ALL succeed, C(c, k) / C(n, k)
   (a reliability figure: an agent that passes one time in two has pass@5 near 1 but pass^5
   near 0).
-- Bootstrap confidence intervals over tasks (tasks, not samples, are the unit that varies
-  between suites), Pearson and Spearman correlation, and an exact sign test for paired
-  per-task comparisons of two checkpoints.
+- Confidence intervals: the Wilson score interval, for a rate of successes and for a suite's
+  pass@k / pass^k over its tasks (tasks, not samples, are the unit that varies between
+  suites). It never collapses to a point: all-fail, all-pass and one-task suites still get
+  an interval as wide as their evidence is thin.
+- Pearson and Spearman correlation, and an exact sign test for paired per-task comparisons
+  of two checkpoints.
 """
 
 from __future__ import annotations
 
 import math
-import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-BOOTSTRAP_ITERATIONS = 2000
-BOOTSTRAP_SEED = 0
+Z95 = 1.959964  # the two-sided 95 % normal quantile
 
 
 def _check(n: int, c: int, k: int) -> None:
@@ -56,11 +57,12 @@ def mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values)
 
 
-def wilson_ci(successes: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+def wilson_ci(successes: float, n: int, z: float = Z95) -> tuple[float, float]:
     """Wilson score interval for a rate of `successes` in `n` (95 % by default).
 
     Unlike the normal approximation it never collapses to a point at 0 or n: no cheat seen in 17
-    samples still leaves an upper bound of about 18 %.
+    samples still leaves an upper bound of about 18 %. `successes` may be fractional: the sum of
+    per-task rates (see `rate_ci`).
     """
     if n <= 0:
         raise ValueError("a rate needs at least one sample")
@@ -70,29 +72,26 @@ def wilson_ci(successes: int, n: int, z: float = 1.959964) -> tuple[float, float
     denominator = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 and n the bound is exactly 0 or 1; rounding must not move it off (or show 1e-17).
+    low = 0.0 if successes == 0 else max(0.0, centre - half)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return low, high
 
 
-def bootstrap_ci(
-    values: Sequence[float],
-    statistic: Callable[[Sequence[float]], float] = mean,
-    *,
-    confidence: float = 0.95,
-    iterations: int = BOOTSTRAP_ITERATIONS,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float, float]:
-    """Percentile bootstrap over the given per-task values; the same seed gives the same interval."""
-    if not values:
-        raise ValueError("a confidence interval needs at least one value")
-    if not 0 < confidence < 1:
-        raise ValueError("confidence must be between 0 and 1")
-    rng = random.Random(seed)
-    n = len(values)
-    stats = sorted(statistic([values[rng.randrange(n)] for _ in range(n)]) for _ in range(iterations))
-    tail = (1 - confidence) / 2
-    lo = stats[max(0, math.floor(tail * iterations))]
-    hi = stats[min(iterations - 1, math.ceil((1 - tail) * iterations) - 1)]
-    return lo, hi
+def rate_ci(per_task: Sequence[float], z: float = Z95) -> tuple[float, float]:
+    """95 % interval for a suite's mean of per-task rates in [0, 1] (pass@k, pass^k, a pass rate).
+
+    The Wilson interval over the tasks, with the mean as the observed rate. A value in [0, 1]
+    with mean p varies at most as much as a coin with P(heads) = p, so treating each task as one
+    such trial bounds the spread from above: the interval is conservative, and, unlike a
+    bootstrap over tasks, it does not shrink to a point when every task fails, every task
+    passes or the suite has one task.
+    """
+    if not per_task:
+        raise ValueError("a confidence interval needs at least one task")
+    if any(not 0 <= v <= 1 for v in per_task):
+        raise ValueError("per-task rates must lie in [0, 1]")
+    return wilson_ci(math.fsum(per_task), len(per_task), z)
 
 
 def pearson(xs: Sequence[float], ys: Sequence[float]) -> float | None:

@@ -14,7 +14,7 @@ from core.audit import AuditAction, record
 from core.sweep import SweepContext
 from core.vocabulary import CHEAT_DETECTORS, CheckpointKind, PolicyKind, TrajectoryStatus
 from evaluation.isolation import check_isolation, describe
-from evaluation.metrics import bootstrap_ci, mean, pass_at_k, pass_hat_k, wilson_ci
+from evaluation.metrics import mean, pass_at_k, pass_hat_k, rate_ci, wilson_ci
 from evaluation.models import EvalRun
 from tasks.models import Task, TaskSuite
 from training.models import Checkpoint
@@ -220,7 +220,7 @@ def compute_results(run: EvalRun) -> dict[str, Any]:
         at_k = [pass_at_k(t["n"], t["c"], k) for t in tasks]
         report["pass_at_k"][str(k)] = mean(at_k)
         report["pass_hat_k"][str(k)] = mean([pass_hat_k(t["n"], t["c"], k) for t in tasks])
-        report["ci95"][str(k)] = list(bootstrap_ci(at_k))
+        report["ci95"][str(k)] = list(rate_ci(at_k))
     report["failed_trajectories"] = sum(r["status"] == TrajectoryStatus.FAILED for r in rows)
     report["adversarial"] = adversarial_report(run, rows)
     return report

@@ -1,4 +1,4 @@
-"""pass@k, pass^k, bootstrap CIs, correlations and the paired test on fixed data."""
+"""pass@k, pass^k, Wilson intervals, correlations and the paired test on fixed data."""
 
 from __future__ import annotations
 
@@ -7,7 +7,17 @@ from math import comb
 
 import pytest
 
-from evaluation.metrics import bootstrap_ci, mean, pass_at_k, pass_hat_k, pearson, ranks, sign_test, spearman
+from evaluation.metrics import (
+    mean,
+    pass_at_k,
+    pass_hat_k,
+    pearson,
+    ranks,
+    rate_ci,
+    sign_test,
+    spearman,
+    wilson_ci,
+)
 
 
 def exact_pass_at_k(n: int, c: int, k: int) -> Fraction:
@@ -58,15 +68,39 @@ def test_bad_arguments_are_refused() -> None:
             pass_at_k(n, c, k)
 
 
-def test_the_bootstrap_interval_is_seeded_and_brackets_the_mean_on_fixed_data() -> None:
-    values = [1.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]
-    lo, hi = bootstrap_ci(values, seed=7)
-    assert (lo, hi) == bootstrap_ci(values, seed=7)
-    assert lo < mean(values) == 0.7 < hi
-    assert 0.3 <= lo <= 0.5 and 0.9 <= hi <= 1.0  # a normal approximation gives about 0.42-0.98
-    assert bootstrap_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
+def test_the_wilson_interval_keeps_a_width_with_no_successes_all_successes_or_one_sample() -> None:
+    # Known values (z = 1.96): 0 of 10 -> [0, 0.2775], 10 of 10 -> [0.7225, 1], 1 of 1 -> [0.2065, 1].
+    assert wilson_ci(0, 10) == (0.0, pytest.approx(0.2775, abs=1e-4))
+    assert wilson_ci(10, 10) == (pytest.approx(0.7225, abs=1e-4), 1.0)
+    assert wilson_ci(1, 1) == (pytest.approx(0.2065, abs=1e-4), 1.0)
+    assert wilson_ci(0, 1) == (0.0, pytest.approx(0.7935, abs=1e-4))
+    lo, hi = wilson_ci(3, 10)
+    assert lo == pytest.approx(0.1078, abs=1e-4) and hi == pytest.approx(0.6032, abs=1e-4)
     with pytest.raises(ValueError):
-        bootstrap_ci([])
+        wilson_ci(0, 0)
+
+
+def test_a_suites_pass_at_k_interval_never_collapses_all_fail_all_pass_or_one_task() -> None:
+    # Per-task pass@5 from the unchanged estimator; the interval is Wilson over the tasks.
+    all_fail = [pass_at_k(10, 0, 5)] * 4
+    all_pass = [pass_at_k(10, 10, 5)] * 4
+    assert all_fail == [0.0] * 4 and all_pass == [1.0] * 4
+    lo, hi = rate_ci(all_fail)
+    assert lo == 0.0 and hi == pytest.approx(0.4899, abs=1e-4)  # 4 failing tasks still allow 49 %
+    lo, hi = rate_ci(all_pass)
+    assert lo == pytest.approx(0.5101, abs=1e-4) and hi == 1.0
+    for one_task in ([0.0], [1.0], [pass_at_k(5, 2, 1)]):
+        lo, hi = rate_ci(one_task)
+        assert lo <= one_task[0] <= hi and hi - lo > 0.75, one_task  # one task tells almost nothing
+    # Between the extremes it brackets the mean, and more tasks narrow it.
+    mixed = [pass_at_k(5, c, 1) for c in (0, 1, 2, 5, 5)]
+    lo, hi = rate_ci(mixed)
+    assert lo < mean(mixed) < hi
+    wide, narrow = rate_ci([0.0, 1.0] * 5), rate_ci([0.0, 1.0] * 500)
+    assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 5
+    for bad in ([], [1.5], [-0.1]):
+        with pytest.raises(ValueError):
+            rate_ci(bad)
 
 
 def test_pearson_and_spearman_on_known_series() -> None:

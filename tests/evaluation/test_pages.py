@@ -43,7 +43,7 @@ def test_the_pages_show_results_isolation_and_a_paired_comparison(
     assert 'id="launch-eval"' not in listing  # reviewers read; researchers launch
 
     page = client.get(reverse("evaluation:detail", args=[oracle.pk])).content.decode()
-    assert 'data-k="1"' in page and "1.000 – 1.000" in page
+    assert 'data-k="1"' in page and "0.342 – 1.000" in page  # Wilson over two tasks, both solved
     assert "clean" in page and "task_id, same_function, similar_statement, same_commit" in page
     first = oracle.batch.trajectories.order_by("task_ref").first()  # type: ignore[union-attr]
     assert f"/trajectories/{first.trajectory_id}/" in page  # type: ignore[union-attr]
