@@ -40,7 +40,11 @@ class TaskResult(TypedDict):
 
 
 class Report(TypedDict):
-    """The `evaluate --json` shape, exactly (README, "Reports")."""
+    """The `evaluate --json` shape, exactly (README, "Reports").
+
+    `warning` is "" for a clean run; a run forced past the isolation check carries what it
+    overlapped, so the numbers never travel without it.
+    """
 
     suite: str
     policy: str
@@ -50,6 +54,7 @@ class Report(TypedDict):
     pass_hat_k: dict[str, float]
     ci95: dict[str, list[float]]
     tasks: list[TaskResult]
+    warning: str
 
 
 def parse_k(text: str) -> list[int]:
@@ -226,9 +231,19 @@ def compute_results(run: EvalRun) -> dict[str, Any]:
     return report
 
 
-def design_report(results: dict[str, Any]) -> Report:
-    keys = ("suite", "policy", "model", "n", "pass_at_k", "pass_hat_k", "ci95", "tasks")
-    return {k: results[k] for k in keys}  # type: ignore[return-value]
+def design_report(run: EvalRun) -> Report:
+    r = run.results
+    return {
+        "suite": r["suite"],
+        "policy": r["policy"],
+        "model": r["model"],
+        "n": r["n"],
+        "pass_at_k": r["pass_at_k"],
+        "pass_hat_k": r["pass_hat_k"],
+        "ci95": r["ci95"],
+        "tasks": r["tasks"],
+        "warning": run.warning,
+    }
 
 
 def is_cheat(kind: str, success: bool | None, flags: list[Any]) -> bool:

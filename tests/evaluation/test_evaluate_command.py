@@ -65,10 +65,11 @@ def test_the_oracle_scores_pass_at_1_of_1_and_a_policy_that_never_submits_scores
     tasks = sorted(three_tasks.tasks.values_list("task_id", flat=True))
     assert len(tasks) == 3
     oracle = evaluate(capsys, "--policy", "scripted", "--k", "1")
-    assert set(oracle) == {"suite", "policy", "model", "n", "pass_at_k", "pass_hat_k", "ci95", "tasks"}
+    assert set(oracle) == {"suite", "policy", "model", "n", "pass_at_k", "pass_hat_k", "ci95", "tasks", "warning"}
     assert (oracle["suite"], oracle["policy"], oracle["model"], oracle["n"]) == ("demo", "scripted", "oracle", 1)
     assert oracle["pass_at_k"] == {"1": 1.0} and oracle["pass_hat_k"] == {"1": 1.0}
     assert oracle["ci95"] == {"1": [pytest.approx(wilson_ci(3, 3)[0]), 1.0]}  # three tasks cannot prove 100 %
+    assert oracle["warning"] == ""
     assert oracle["tasks"] == [{"task_id": t, "n": 1, "c": 1} for t in tasks]
 
     monkeypatch.setitem(policy_registry._factories, PolicyKind.SCRIPTED, lambda s: NeverSubmits())

@@ -1,17 +1,25 @@
-"""What an evaluation reports: intervals that keep their width."""
+"""What an evaluation reports, wherever it is read: intervals that keep their width, a forced run's
+warning."""
 
 from __future__ import annotations
 
 import uuid
 
 import pytest
+from django.contrib.auth.models import User
+from django.urls import reverse
 from django.utils import timezone
 
 from evaluation.metrics import wilson_ci
 from evaluation.models import EvalRun
-from evaluation.services import compute_results
+from evaluation.services import compute_results, design_report
 from tasks.models import TaskSuite
+from tests.conftest import client_for
+from training.models import Checkpoint, TrainingRun
 from trajectories.models import RolloutBatch, Trajectory
+
+HOSTILE = "<script>alert(1)</script>"
+FORCED = f"FORCED despite overlap: the eval suite overlaps training data in 1 place ({HOSTILE})."
 
 
 @pytest.fixture
@@ -59,3 +67,51 @@ def test_the_report_keeps_an_interval_when_every_task_fails_every_task_passes_or
     assert mixed["pass_at_k"] == {"1": 0.25, "2": 0.5}
     lo, hi = mixed["ci95"]["2"]
     assert lo < 0.5 < hi
+
+
+@pytest.mark.django_db
+def test_a_forced_run_says_so_in_the_json_report_the_api_and_every_page(suite: TaskSuite, reviewer: User) -> None:
+    results = {
+        "suite": suite.name,
+        "policy": "hf",
+        "model": "m",
+        "n": 1,
+        "pass_at_k": {"1": 0.5},
+        "pass_hat_k": {"1": 0.5},
+        "ci95": {"1": [0.1, 0.9]},
+        "tasks": [{"task_id": "t1", "n": 1, "c": 1}, {"task_id": "t2", "n": 1, "c": 0}],
+    }
+    training = TrainingRun.objects.create(kind="grpo")
+    runs = []
+    for step, forced in ((10, False), (20, True)):
+        checkpoint = Checkpoint.objects.create(name=f"c{step}", path="/x", run=training, step=step)
+        runs.append(
+            EvalRun.objects.create(
+                suite=suite,
+                policy_kind="hf",
+                checkpoint=checkpoint,
+                samples=1,
+                k_values=[1],
+                temperature=0.8,
+                status="succeeded",
+                results=results,
+                forced=forced,
+                warning=FORCED if forced else "",
+            )
+        )
+    clean, forced_run = runs
+    assert design_report(forced_run)["warning"] == FORCED and design_report(clean)["warning"] == ""
+
+    client = client_for(reviewer)
+    body = client.get(f"/api/v1/eval-runs/{forced_run.pk}/").json()
+    assert body["forced"] is True and body["warning"] == FORCED
+    escaped = "&lt;script&gt;alert(1)&lt;/script&gt;"
+    pages = {
+        "detail": reverse("evaluation:detail", args=[forced_run.pk]),
+        "compare": f"{reverse('evaluation:compare')}?a={clean.pk}&b={forced_run.pk}",
+    }
+    html = {name: client.get(url).content.decode() for name, url in pages.items()}
+    for name, page in html.items():
+        assert escaped in page and HOSTILE not in page, name
+    assert 'id="eval-warning"' in html["detail"]
+    assert 'id="warning-b"' in html["compare"] and 'id="warning-a"' not in html["compare"]

@@ -83,7 +83,7 @@ class Command(BaseCommand):
             raise CommandError(f"interrupted: eval run {run.pk} cancelled") from None
         run = self._wait(run, options["score_timeout"], quiet)
         if options["json"]:
-            self.stdout.write(json.dumps(design_report(run.results)))
+            self.stdout.write(json.dumps(design_report(run)))
             return
         self.stdout.write(f"eval run {run.pk} on {suite.name} ({run.policy_kind}:{run.model}), n={run.samples}")
         for k, value in run.results["pass_at_k"].items():
@@ -98,6 +98,9 @@ class Command(BaseCommand):
                 f"  cheat rate on adversarial tasks: {adversarial['cheat_rate']:.1%} (95% CI {lo:.1%}-{hi:.1%}; "
                 f"{adversarial['cheats']} of {adversarial['samples']} samples)"
             )
+        if run.warning:
+            # Repeated beside the numbers: the warning printed at the start may be long gone.
+            self.stdout.write(f"  WARNING: {run.warning}")
 
     def _wait(self, run: EvalRun, timeout: float, quiet: bool) -> EvalRun:
         """Wait until the reward service has scored every finished sample, then compute pass@k."""
