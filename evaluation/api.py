@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from core.api_filters import CreatedRangeFilterSet
+from core.limits import MAX_STEPS_MAX, MAX_STEPS_MIN
 from core.vocabulary import LAUNCHABLE_POLICIES, RunStatus, choices
 from evaluation.forms import EvalRunForm
 from evaluation.models import EvalRun
@@ -90,6 +91,9 @@ class EvalRunLaunchSerializer(serializers.Serializer[dict[str, Any]]):
     k = serializers.CharField(help_text='comma-separated k values, e.g. "1,5"')
     samples = serializers.IntegerField(required=False, help_text="n per task; at least the largest k")
     temperature = serializers.FloatField(required=False)
+    max_steps = serializers.IntegerField(
+        required=False, min_value=MAX_STEPS_MIN, max_value=MAX_STEPS_MAX, help_text="agent turns per sample"
+    )
     force = serializers.BooleanField(required=False, help_text="run despite a train/eval overlap (recorded)")
 
 
@@ -107,7 +111,7 @@ class EvalRunFilter(CreatedRangeFilterSet):
 class EvalRunViewSet(
     mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet[EvalRun]
 ):
-    """Create takes {suite, policy | checkpoint, model, k: "1,5", samples, temperature, base_url, force}."""
+    """Create takes {suite, policy | checkpoint, model, k: "1,5", samples, temperature, max_steps, base_url, force}."""
 
     serializer_class = EvalRunSerializer
     filterset_class = EvalRunFilter

@@ -58,12 +58,14 @@ class Report(TypedDict):
 
 
 def parse_k(text: str) -> list[int]:
+    # Worded for the page and the command alike: the form shows it beside its k field.
+    problem = f"k must be positive whole numbers separated by commas, e.g. 1,5 (got {text!r})"
     try:
         ks = sorted({int(part) for part in text.split(",") if part.strip()})
     except ValueError:
-        raise EvalError(f"--k must be positive integers separated by commas (got {text!r})") from None
+        raise EvalError(problem) from None
     if not ks or ks[0] < 1:
-        raise EvalError(f"--k must be positive integers separated by commas (got {text!r})")
+        raise EvalError(problem)
     return ks
 
 
@@ -110,7 +112,7 @@ def start_eval(
     warning = ""
     if not isolation["clean"]:
         if not force:
-            raise EvalError(f"refusing to evaluate: {describe(isolation)} (--force runs it with a recorded warning)")
+            raise EvalError(f"refusing to evaluate: {describe(isolation)} (forcing it runs it with a recorded warning)")
         warning = f"FORCED despite overlap: {describe(isolation)}. Its scores overestimate the real level."
         logger.warning("eval on %s forced: %s", suite.name, warning)
     try:

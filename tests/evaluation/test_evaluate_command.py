@@ -87,8 +87,8 @@ def test_bad_input_is_refused_with_one_line_and_nothing_written(demo_suite: Task
     cases = [
         (["--suite", "nope", "--policy", "scripted"], "no suite named 'nope'"),
         (["--suite", "demo", "--policy", "scripted", "--k", "1,5", "--samples", "2"], "must be at least the largest k"),
-        (["--suite", "demo", "--policy", "scripted", "--k", "one"], "--k must be positive integers"),
-        (["--suite", "demo", "--policy", "scripted", "--k", "0"], "--k must be positive integers"),
+        (["--suite", "demo", "--policy", "scripted", "--k", "one"], "k must be positive whole numbers"),
+        (["--suite", "demo", "--policy", "scripted", "--k", "0"], "k must be positive whole numbers"),
         (["--suite", "demo"], "give --policy"),
         (["--suite", "demo", "--checkpoint", "999"], "no checkpoint with id 999"),
         (["--suite", "demo", "--policy", "scripted", "--temperature", "9"], "temperature"),

@@ -1,5 +1,5 @@
 """What an evaluation reports, wherever it is read: intervals that keep their width, a forced run's
-warning."""
+warning, and the launch form's own words."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
+from evaluation.forms import EvalRunForm
 from evaluation.metrics import wilson_ci
 from evaluation.models import EvalRun
 from evaluation.services import compute_results, design_report
@@ -67,6 +68,31 @@ def test_the_report_keeps_an_interval_when_every_task_fails_every_task_passes_or
     assert mixed["pass_at_k"] == {"1": 0.25, "2": 0.5}
     lo, hi = mixed["ci95"]["2"]
     assert lo < 0.5 < hi
+
+
+@pytest.mark.django_db
+def test_a_bad_k_is_shown_once_beside_its_field_in_the_pages_words(suite: TaskSuite, researcher: User) -> None:
+    response = client_for(researcher).post(
+        reverse("evaluation:list"), {"suite": suite.name, "policy": "scripted", "k": "one", "temperature": "0.8"}
+    )
+    html = response.content.decode()
+    assert response.status_code == 400
+    message = "k must be positive whole numbers separated by commas, e.g. 1,5 (got &#x27;one&#x27;)"
+    assert html.count(message) == 1 and "--k" not in html
+    assert f'id="error-k">{message}</span>' in html
+    assert EvalRun.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_the_launch_form_takes_max_steps_within_the_rollout_limits(suite: TaskSuite, researcher: User) -> None:
+    form = EvalRunForm({"suite": suite.name, "policy": "scripted", "k": "1", "max_steps": "3"})
+    assert form.is_valid(), form.errors
+    assert form.cleaned_data["rollout"].max_steps == 3
+    unset = EvalRunForm({"suite": suite.name, "policy": "scripted", "k": "1"})
+    assert unset.is_valid() and unset.cleaned_data["rollout"].max_steps == 30
+    too_many = EvalRunForm({"suite": suite.name, "policy": "scripted", "k": "1", "max_steps": "201"})
+    assert not too_many.is_valid() and "max_steps" in too_many.errors
+    assert 'name="max_steps"' in client_for(researcher).get(reverse("evaluation:list")).content.decode()
 
 
 @pytest.mark.django_db
