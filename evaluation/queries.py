@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from evaluation.diagnosis import Point
 from evaluation.models import EvalRun
 from training.models import RunMetric, TrainingRun
 from trajectories.models import Trajectory
@@ -32,8 +33,17 @@ def reward_curve(run: TrainingRun) -> list[tuple[float, float]]:
     return [(float(step), r) for step, values in rows if (r := reward_of(values)) is not None]
 
 
-def checkpoint_evals(run: TrainingRun, k: int | None = None) -> list[tuple[float, float, EvalRun]]:
-    """(checkpoint step, pass@k, eval run): the latest finished eval of each checkpoint of the run."""
+def interval_of(results: dict[str, Any], key: str) -> tuple[float, float]:
+    """The 95 % interval the evaluation computed for pass@key; a report without one says nothing
+    about its noise, so it gets the whole range (no trend can leave it)."""
+    ci = results.get("ci95", {}).get(key) if isinstance(results.get("ci95"), dict) else None
+    if isinstance(ci, list | tuple) and len(ci) == 2 and all(isinstance(v, int | float) for v in ci):
+        return float(ci[0]), float(ci[1])
+    return 0.0, 1.0
+
+
+def checkpoint_evals(run: TrainingRun, k: int | None = None) -> list[tuple[Point, EvalRun]]:
+    """(pass@k point with its interval, eval run): the latest finished eval of each checkpoint of the run."""
     latest: dict[int, EvalRun] = {}
     finished = eval_runs().filter(checkpoint__run=run, status=EvalRun.Status.SUCCEEDED).order_by("created_at", "id")
     for eval_run in finished:
@@ -45,14 +55,13 @@ def checkpoint_evals(run: TrainingRun, k: int | None = None) -> list[tuple[float
         key = str(k if k is not None else min(eval_run.k_values))
         value = eval_run.results.get("pass_at_k", {}).get(key)
         if isinstance(value, int | float):
-            points.append((float(eval_run.checkpoint.step), float(value), eval_run))
-    return sorted(points, key=lambda p: p[0])
+            low, high = interval_of(eval_run.results, key)
+            points.append((Point(float(eval_run.checkpoint.step), float(value), low, high), eval_run))
+    return sorted(points, key=lambda p: p[0].step)
 
 
-def reward_vs_pass_series(
-    run: TrainingRun, k: int | None = None
-) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
-    return reward_curve(run), [(step, value) for step, value, _ in checkpoint_evals(run, k)]
+def reward_vs_pass_series(run: TrainingRun, k: int | None = None) -> tuple[list[tuple[float, float]], list[Point]]:
+    return reward_curve(run), [point for point, _ in checkpoint_evals(run, k)]
 
 
 def per_task_rates(run: EvalRun) -> dict[str, dict[str, Any]]:

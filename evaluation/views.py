@@ -7,7 +7,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 
 from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
-from evaluation.diagnosis import correlations, diagnose
+from core.vocabulary import CheckpointKind
+from evaluation.diagnosis import PASS_MOVE, correlations, diagnose, pass_trend
 from evaluation.forms import EvalRunForm
 from evaluation.health import health_rows
 from evaluation.metrics import sign_test
@@ -95,11 +96,11 @@ def reward_vs_pass(request: HttpRequest, run_id: int) -> HttpResponse:
     k = int(k_text) if k_text.isdigit() and int(k_text) > 0 else None
     reward = reward_curve(run)
     evals = checkpoint_evals(run, k)
-    points = [(step, value) for step, value, _ in evals]
+    points = [point for point, _ in evals]
     chart = {
         "reward": {"x": [s for s, _ in reward], "y": [v for _, v in reward]},
-        "pass": {"x": [s for s, _ in points], "y": [v for _, v in points]},
-        "k": k or (min(evals[0][2].k_values) if evals else 1),
+        "pass": {"x": [p.step for p in points], "y": [p.value for p in points]},
+        "k": k or (min(evals[0][1].k_values) if evals else 1),
     }
     return render(
         request,
@@ -110,6 +111,10 @@ def reward_vs_pass(request: HttpRequest, run_id: int) -> HttpResponse:
             "chart": chart,
             "correlation": correlations(reward, points),
             "diagnoses": diagnose(reward, points),
+            "trend": pass_trend(points),
+            "pass_move": PASS_MOVE,
+            "forced": [e for _, e in evals if e.forced],
+            "checkpoints": run.checkpoints.filter(kind=CheckpointKind.POLICY).order_by("step", "id"),
         },
     )
 

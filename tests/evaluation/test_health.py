@@ -63,7 +63,7 @@ def test_planted_symptoms_raise_their_rows_with_the_guides_fix(reviewer: User) -
             k_values=[1],
             temperature=0.8,
             status="succeeded",
-            results={"pass_at_k": {"1": value}},
+            results={"pass_at_k": {"1": value}, "ci95": {"1": [value - 0.02, value + 0.02]}},
         )
     Task.objects.filter(task_id__in=["task_0001", "task_0008"]).update(validation_status="flaky")
     run = TrainingRun.objects.create(kind="grpo", metrics={"loss": 0.2, "eval_loss": 0.9})

@@ -1,5 +1,5 @@
 """What an evaluation reports, wherever it is read: intervals that keep their width, a forced run's
-warning, and the launch form's own words."""
+warning, the reward-vs-pass@k page without data, and the launch form's own words."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from evaluation.models import EvalRun
 from evaluation.services import compute_results, design_report
 from tasks.models import TaskSuite
 from tests.conftest import client_for
-from training.models import Checkpoint, TrainingRun
+from training.models import Checkpoint, RunMetric, TrainingRun
 from trajectories.models import RolloutBatch, Trajectory
 
 HOSTILE = "<script>alert(1)</script>"
@@ -68,6 +68,26 @@ def test_the_report_keeps_an_interval_when_every_task_fails_every_task_passes_or
     assert mixed["pass_at_k"] == {"1": 0.25, "2": 0.5}
     lo, hi = mixed["ci95"]["2"]
     assert lo < 0.5 < hi
+
+
+@pytest.mark.django_db
+def test_the_reward_vs_pass_at_k_page_without_points_says_what_is_missing_and_how_to_get_it(reviewer: User) -> None:
+    run = TrainingRun.objects.create(kind="grpo")
+    for step in (0, 10, 20):
+        RunMetric.objects.create(run=run, step=step, values={"reward": step / 40})
+    first = Checkpoint.objects.create(name="ckpt-10", path="/x", run=run, step=10)
+    Checkpoint.objects.create(name="rm", path="/rm", run=run, step=10, kind="reward")
+    html = client_for(reviewer).get(reverse("evaluation:reward-vs-pass", args=[run.pk])).content.decode()
+    assert 'id="no-data"' in html
+    assert 'id="reward-vs-pass"' not in html and "reward-vs-pass-data" not in html  # no empty chart
+    assert "no evaluated checkpoints" in html and "curve (3 logged steps)" in html
+    assert "Evaluate two or more of its checkpoints" in html and "--checkpoint ID" in html
+    assert f"id <code>{first.pk}</code> ckpt-10 (step 10)" in html and "rm (step" not in html
+
+    bare = TrainingRun.objects.create(kind="sft")
+    html = client_for(reviewer).get(reverse("evaluation:reward-vs-pass", args=[bare.pk])).content.decode()
+    assert 'id="no-data"' in html and "no training reward logged yet" in html
+    assert "saved no policy checkpoint yet" in html
 
 
 @pytest.mark.django_db
@@ -135,9 +155,13 @@ def test_a_forced_run_says_so_in_the_json_report_the_api_and_every_page(suite: T
     pages = {
         "detail": reverse("evaluation:detail", args=[forced_run.pk]),
         "compare": f"{reverse('evaluation:compare')}?a={clean.pk}&b={forced_run.pk}",
+        "reward-vs-pass": reverse("evaluation:reward-vs-pass", args=[training.pk]),
     }
     html = {name: client.get(url).content.decode() for name, url in pages.items()}
     for name, page in html.items():
         assert escaped in page and HOSTILE not in page, name
     assert 'id="eval-warning"' in html["detail"]
     assert 'id="warning-b"' in html["compare"] and 'id="warning-a"' not in html["compare"]
+    chart_page = html["reward-vs-pass"]
+    assert 'id="forced-evals"' in chart_page and f"eval #{forced_run.pk}</a>" in chart_page
+    assert chart_page.count(">forced</span>") == 1
