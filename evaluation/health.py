@@ -17,7 +17,7 @@ from django.db import connection
 from django.db.models import Avg
 
 from core.vocabulary import Detector, JobQueue, TrajectoryStatus, ValidationStatus
-from evaluation.diagnosis import diagnose
+from evaluation.diagnosis import ROWS, Code, diagnose
 from evaluation.queries import reward_vs_pass_series
 from tasks.models import Task
 from training.models import RunMetric, TrainingRun
@@ -67,12 +67,21 @@ def _recent() -> list[dict[str, Any]]:
     return [dict(r) for r in rows]
 
 
-def reward_gamed_row() -> Row:
-    gamed = []
+def _diagnosed_runs() -> dict[Code, list[int]]:
+    """Each shape of the reward-vs-pass@k table -> the latest runs diagnosed with it."""
+    runs: dict[Code, list[int]] = {code: [] for code in ROWS}
     for run in TrainingRun.objects.order_by("-created_at", "-id")[:RUNS]:
         reward, points = reward_vs_pass_series(run)
-        if any(d.code == "reward_gamed" for d in diagnose(reward, points)):
-            gamed.append(run.pk)
+        for diagnosis in diagnose(reward, points):
+            runs[diagnosis.code].append(run.pk)
+    return runs
+
+
+def _runs_value(runs: list[int]) -> str:
+    return ", ".join(f"run {pk}" for pk in runs) if runs else f"none of the latest {RUNS} runs"
+
+
+def reward_gamed_row(gamed: list[int]) -> Row:
     test_edits = Trajectory.objects.filter(flagged_with(Detector.PROTECTED_PATH_EDIT)).count()
     return _row(
         "reward_gamed",
@@ -80,11 +89,36 @@ def reward_gamed_row() -> Row:
         "the reward is being gamed (tests can be modified)",
         "look for test-file changes in trajectories",
         "make test files read-only and add the anti-cheat check",
-        f"{len(gamed)} run(s) with reward up / pass@k flat; {test_edits} trajectories edited protected paths",
+        f"{len(gamed)} run(s) with reward up / pass@k flat beyond noise ({_runs_value(gamed)}); "
+        f"{test_edits} trajectories edited protected paths",
         "any run",
         bool(gamed),
         f"/evaluation/training-runs/{gamed[0]}/" if gamed else "/trajectories/?flag=protected_path_edit",
     )
+
+
+def diagnosis_rows() -> list[Row]:
+    """Every row of the reward-vs-pass@k table, not only gaming: each lists the runs it matches."""
+    diagnosed = _diagnosed_runs()
+    rows = [reward_gamed_row(diagnosed["reward_gamed"])]
+    for code, (symptom, cause, action, _evidence) in ROWS.items():
+        if code == "reward_gamed":
+            continue
+        runs = diagnosed[code]
+        rows.append(
+            _row(
+                code,
+                symptom,
+                cause,
+                "the training reward curve beside pass@k of the run's evaluated checkpoints, within their intervals",
+                action,
+                _runs_value(runs),
+                "any run",
+                bool(runs),
+                f"/evaluation/training-runs/{runs[0]}/" if runs else "",
+            )
+        )
+    return rows
 
 
 def duplicate_row(recent: list[dict[str, Any]]) -> Row:
@@ -259,7 +293,7 @@ def size_row() -> Row:
 def health_rows() -> list[Row]:
     recent = _recent()
     return [
-        reward_gamed_row(),
+        *diagnosis_rows(),
         duplicate_row(recent),
         kl_row(),
         startup_row(recent),

@@ -10,8 +10,9 @@ from django.contrib.auth.models import User
 from django.urls import reverse
 from django.utils import timezone
 
+from evaluation.health import diagnosis_rows
 from evaluation.models import EvalRun
-from tasks.models import Task
+from tasks.models import Task, TaskSuite
 from tests.conftest import client_for
 from tests.evaluation.helpers import small_suite
 from training.models import Checkpoint, RunMetric, TrainingRun
@@ -42,6 +43,8 @@ def test_a_quiet_system_raises_no_alert(reviewer: User) -> None:
     page = client_for(reviewer).get(reverse("health")).content.decode()
     for key in ("reward_gamed", "duplicates", "kl_spikes", "sandbox_startup", "overfitting", "flaky_tasks", "sizes"):
         assert not row(page, key).startswith("alert"), key
+    for key in ("reward_misses_progress", "unstable", "leak_or_lenient", "pass_at_k_falling"):
+        assert not row(page, key).startswith("alert") and "none of the latest 10 runs" in row(page, key), key
     assert "12.0 ms average" in row(page, "sandbox_startup")
     assert "queued: default" in row(page, "queues")  # live queue depths from Redis
 
@@ -87,3 +90,50 @@ def test_planted_symptoms_raise_their_rows_with_the_guides_fix(reviewer: User) -
     # Six planted; the queue row may add one when earlier tests left jobs in the test broker.
     alerts = page.count('class="alert"')
     assert alerts >= 6 and f'id="alert-count">{alerts} alerts' in page
+
+
+def diagnosed_run(suite: TaskSuite, reward: list[float], passes: list[float], half: float = 0.02) -> TrainingRun:
+    """A training run with a reward curve over steps 0-100 and an evaluated checkpoint at each pass@1."""
+    run = TrainingRun.objects.create(kind="grpo")
+    for i, value in enumerate(reward):
+        RunMetric.objects.create(run=run, step=i * 10, values={"reward": value})
+    for i, value in enumerate(passes):
+        step = 20 + i * 80 // max(1, len(passes) - 1)
+        checkpoint = Checkpoint.objects.create(name=f"r{run.pk}-c{i}", path="/x", run=run, step=step)
+        EvalRun.objects.create(
+            suite=suite,
+            policy_kind="hf",
+            checkpoint=checkpoint,
+            samples=1,
+            k_values=[1],
+            temperature=0.8,
+            status="succeeded",
+            results={"pass_at_k": {"1": value}, "ci95": {"1": [max(0.0, value - half), min(1.0, value + half)]}},
+        )
+    return run
+
+
+@pytest.mark.django_db
+def test_every_shape_of_the_reward_vs_pass_at_k_table_has_a_row_that_names_its_runs() -> None:
+    suite = TaskSuite.objects.create(name="held-out", split="eval")
+    flat_reward = [0.10, 0.12, 0.10, 0.11, 0.10, 0.12, 0.11, 0.10, 0.12, 0.11, 0.11]
+    misses = diagnosed_run(suite, flat_reward, [0.1, 0.2, 0.3, 0.4, 0.5])
+    falling = diagnosed_run(suite, flat_reward, [0.5, 0.4, 0.3, 0.2])
+    unstable = diagnosed_run(
+        suite, [0.2, 0.6, 0.2, 0.6, 0.2, 0.6, 0.2, 0.6, 0.2, 0.6, 0.2], [0.1, 0.4, 0.1, 0.4, 0.1, 0.4, 0.1, 0.4, 0.1]
+    )
+    leak = diagnosed_run(suite, [0.2, 0.97, 0.99, 0.98, 1.0, 0.99, 1.0, 1.0, 0.99, 1.0, 1.0], [0.2, 0.3, 0.4])
+    # A five-task suite's wide intervals: whatever the reward does, no shape is claimed.
+    noisy = diagnosed_run(suite, [0.08 * i for i in range(11)], [0.2, 0.2, 0.4, 0.2, 0.2], half=0.3)
+    rows = {r["key"]: r for r in diagnosis_rows()}
+    assert list(rows) == ["reward_gamed", "reward_misses_progress", "unstable", "leak_or_lenient", "pass_at_k_falling"]
+    for key, run in (
+        ("reward_misses_progress", misses),
+        ("pass_at_k_falling", falling),
+        ("unstable", unstable),
+        ("leak_or_lenient", leak),
+    ):
+        assert rows[key]["alert"] and rows[key]["value"] == f"run {run.pk}", key
+        assert rows[key]["evidence"] == f"/evaluation/training-runs/{run.pk}/", key
+    assert "compare the last checkpoint with the first task by task" in rows["pass_at_k_falling"]["fix"]
+    assert not rows["reward_gamed"]["alert"] and f"run {noisy.pk}" not in rows["reward_gamed"]["value"]
