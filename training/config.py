@@ -21,7 +21,7 @@ from core.vocabulary import CheckpointKind, TrainingKind, values
 from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
 from training.queries import find_training_set, set_spec
-from training.schema import GRPO_MODES, RL_KEYS, check_rl, whole
+from training.schema import GRPO_MODES, RL_KEYS, check_model, check_rl, whole
 
 # The keys of the rl_config shape; those Crucible does not use are accepted and kept as given,
 # so a config written for another set-up in this shape validates. Anything else is a typo worth reporting.
@@ -127,6 +127,8 @@ def check(raw: dict[str, Any]) -> RunConfig:
     data, logging_ = c.section("data"), c.section("logging")
 
     rl = _check_rl(c, rl, kind)
+    for key, message in check_model(model).items():
+        c.error(key, message)
     if kind is TrainingKind.GRPO:
         mode = environment.get("mode", "single_turn")
         if mode not in GRPO_MODES:

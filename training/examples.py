@@ -17,7 +17,6 @@ rl:
   gradient_accumulation_steps: 1
   learning_rate: 1e-5
   kl_coef: 0.05
-  max_length: 512
 {extra}data:
   {data}
 logging:
@@ -30,7 +29,7 @@ _DATA = {
     TrainingKind.DPO: "train_file: var/exports/preferences.jsonl  # TRL preference JSONL (or a training_set)",
     TrainingKind.GRPO: "training_set: my-verified-set  # one prompt per task of the set",
 }
-_GRPO = "  num_generations: 2\n  max_new_tokens: 64\nenvironment:\n  mode: single_turn  # or agent\n"
+_GRPO = "  num_generations: 2\nenvironment:\n  mode: single_turn  # or agent\n"
 
 
 def example(kind: TrainingKind) -> str:

@@ -20,13 +20,16 @@ GRPO_MODES = ("single_turn", "agent")
 MIN_LENGTH = 16  # tokens: below this no chat prompt fits
 
 
+Value = int | float | str | bool
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One number of `rl`: its type, default, bounds, and what a wrong value is told."""
+    """One setting of `rl`: its type, default, bounds, and what a wrong value is told."""
 
     key: str
-    whole: bool  # an int (True) or a float
-    default: int | float
+    whole: bool  # an int (True) or a float; ignored for choices and flags
+    default: Value | None  # None: absent unless given; `derived` says what the trainer does then
     help: str  # what it does, for docs/training.md and the error
     minimum: float | None = None
     above: bool = False  # strictly above the minimum
@@ -35,9 +38,16 @@ class Setting:
     kinds: tuple[TrainingKind, ...] = ()  # only these kinds take it (empty: every kind)
     defaulted: tuple[TrainingKind, ...] | None = None  # kinds that get the default when it is absent (None: all)
     message: str = ""  # what a wrong value is told, where the bounds alone do not say it well
+    choices: tuple[str, ...] = ()  # a text setting: one of these
+    flag: bool = False  # a setting that is true or false
+    derived: str = ""  # what stands for an absent value whose default is None (docs/training.md)
 
-    def coerce(self, value: Any) -> int | float | None:
-        """The value as this setting's number, or None when it is not one or out of bounds."""
+    def coerce(self, value: Any) -> Value | None:
+        """The value as this setting's type, or None when it is not one or out of bounds."""
+        if self.flag:
+            return value if isinstance(value, bool) else None
+        if self.choices:
+            return value if isinstance(value, str) and value in self.choices else None
         got = whole(value) if self.whole else number(value)
         if got is None or not math.isfinite(got):
             return None
@@ -67,13 +77,25 @@ RL_SETTINGS: tuple[Setting, ...] = (
     Setting(
         "max_length",
         True,
-        1024,
-        "tokens of prompt and answer kept",
+        None,
+        "tokens of prompt and answer kept; a value that would cut a row's last assistant turn is refused "
+        "(sft, dpo), longer pairs are dropped (reward)",
         MIN_LENGTH,
         maximum=STEP_LIMIT,
+        defaulted=(),
         message=f"must be a whole number of tokens, at least {MIN_LENGTH}",
+        derived="the longest row, at most the model's context",
     ),
-    Setting("max_new_tokens", True, 64, "tokens per generation (grpo)", 1, maximum=STEP_LIMIT, defaulted=GRPO),
+    Setting(
+        "max_new_tokens",
+        True,
+        512,
+        "tokens per generation (grpo; agent mode: the whole episode); generations that reach it are "
+        "counted (clipped_ratio)",
+        1,
+        maximum=STEP_LIMIT,
+        defaulted=GRPO,
+    ),
     Setting("temperature", False, 1.0, "sampling temperature of generations (grpo)", 0, True, 5, defaulted=GRPO),
     Setting(
         "num_generations",
@@ -84,18 +106,86 @@ RL_SETTINGS: tuple[Setting, ...] = (
         kinds=GRPO,
         message="must be at least 2: GRPO compares generations of one prompt",
     ),
+    Setting(
+        "epsilon",
+        False,
+        0.2,
+        "grpo's clip range: how far one update may move a token's probability ratio from 1",
+        0,
+        True,
+        1,
+        kinds=GRPO,
+    ),
+    Setting(
+        "loss_type",
+        False,
+        "dapo",
+        "how grpo averages token losses (TRL's loss_type)",
+        kinds=GRPO,
+        choices=("dapo", "grpo", "dr_grpo", "bnpo", "cispo", "sapo"),
+    ),
+    Setting(
+        "mask_truncated_completions",
+        False,
+        False,
+        "leave generations that reached max_new_tokens out of grpo's loss",
+        kinds=GRPO,
+        flag=True,
+    ),
+    Setting(
+        "max_prompt_length",
+        True,
+        None,
+        "tokens of a grpo prompt; longer prompts are dropped and counted (prompts_dropped_for_length)",
+        MIN_LENGTH,
+        maximum=STEP_LIMIT,
+        kinds=GRPO,
+        defaulted=(),
+        message=f"must be a whole number of tokens, at least {MIN_LENGTH}",
+        derived="no limit",
+    ),
+    Setting(
+        "reward_clip",
+        False,
+        None,
+        "grpo rewards are clipped to [-c, c] before groups are compared",
+        0,
+        True,
+        kinds=GRPO,
+        defaulted=(),
+        message="must be a number c > 0: grpo rewards are clipped to [-c, c] (Crucible's lie in [-1, 1])",
+        derived="no clipping",
+    ),
     Setting("seed", True, 0, "the seed of the trainer's random numbers"),
 )
 RL = {setting.key: setting for setting in RL_SETTINGS}
 # Keys of the rl section that Crucible accepts and keeps without using (other set-ups use them).
-RL_KEPT = frozenset({"trajectory_dir", "reward_clip"})
+RL_KEPT = frozenset({"trajectory_dir"})
+# Crucible's trainers update every weight; transformers trains 4-bit weights only through adapters (peft),
+# which they do not attach, and bitsandbytes' 4-bit kernels need CUDA.
+LOAD_IN_4BIT = (
+    "must be false: Crucible's trainers update every weight, and 4-bit weights train only through adapters "
+    "(peft), which they do not attach (4-bit loading also needs CUDA and bitsandbytes); to save memory set "
+    "model.torch_dtype: bfloat16 or lower rl.batch_size and rl.max_length"
+)
 RL_KEYS = frozenset(RL) | RL_KEPT
+
+
+def check_model(model: dict[str, Any]) -> dict[str, str]:
+    """An error per `model` key that no trainer can honour (keyed `model.<key>`)."""
+    if "load_in_4bit" in model and model["load_in_4bit"] is not False:
+        return {"model.load_in_4bit": LOAD_IN_4BIT}
+    return {}
 
 
 def rule(setting: Setting) -> str:
     """What a wrong value of `setting` is told."""
     if setting.message:
         return setting.message
+    if setting.flag:
+        return "must be true or false"
+    if setting.choices:
+        return f"must be one of {', '.join(setting.choices)}"
     if setting.whole:
         return "must be a whole number" if setting.minimum is None else _POSITIVE
     if setting.maximum is not None and setting.minimum is not None:
@@ -112,7 +202,7 @@ def check_rl(rl: dict[str, Any], kind: TrainingKind | None) -> tuple[dict[str, A
     errors: dict[str, str] = {}
     for setting in RL_SETTINGS:
         if setting.key not in out:
-            if setting.defaults_for(kind):
+            if setting.defaults_for(kind) and setting.default is not None:
                 out[setting.key] = setting.default
             continue
         if not setting.applies(kind):
@@ -122,7 +212,7 @@ def check_rl(rl: dict[str, Any], kind: TrainingKind | None) -> tuple[dict[str, A
         if got is None:
             errors[f"rl.{setting.key}"] = rule(setting)
         else:
-            out[setting.key] = int(got) if setting.whole else float(got)
+            out[setting.key] = got
     batch, generations = out.get("batch_size"), out.get("num_generations")
     if kind is TrainingKind.GRPO and not errors.keys() & {"rl.batch_size", "rl.num_generations"}:
         if isinstance(batch, int) and isinstance(generations, int) and batch % generations:
@@ -161,6 +251,10 @@ def whole(value: Any) -> int | None:
 
 def bounds(setting: Setting) -> str:
     """The values `setting` takes, as docs/training.md's table says them."""
+    if setting.flag:
+        return "true or false"
+    if setting.choices:
+        return "one of " + ", ".join(f"`{choice}`" for choice in setting.choices)
     low = "" if setting.minimum is None else f"{'>' if setting.above else '≥'} {_shown(setting.minimum)}"
     high = "" if setting.maximum is None else f"{'<' if setting.below else '≤'} {_shown(setting.maximum)}"
     kind = "whole number" if setting.whole else "number"
@@ -172,9 +266,14 @@ def doc_rows() -> list[str]:
     rows = []
     for setting in RL_SETTINGS:
         kinds = " and ".join(setting.kinds) if setting.kinds else "all"
-        rows.append(f"| `{setting.key}` | {_shown(setting.default)} | {bounds(setting)} | {kinds} | {setting.help} |")
+        default = setting.derived if setting.default is None else _shown(setting.default)
+        rows.append(f"| `{setting.key}` | {default} | {bounds(setting)} | {kinds} | {setting.help} |")
     return rows
 
 
-def _shown(value: float) -> str:
+def _shown(value: Value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str):
+        return f"`{value}`"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"

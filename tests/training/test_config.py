@@ -39,7 +39,6 @@ rl:
   gradient_accumulation_steps: 4
   learning_rate: 1e-6
   kl_coef: 0.05
-  reward_clip: true
 data:
   training_set: oracle
 logging:

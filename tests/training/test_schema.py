@@ -28,8 +28,17 @@ CASES = [
     ("grpo", {"batch_size": 3, "num_generations": 2}),
     ("grpo", {"temperature": 0}),
     ("grpo", {"max_new_tokens": "many"}),
+    ("grpo", {"loss_type": "ppo"}),
+    ("grpo", {"mask_truncated_completions": "yes"}),
+    ("grpo", {"epsilon": 0}),
+    ("grpo", {"max_prompt_length": 4}),
+    ("sft", {"reward_clip": 1}),
 ]
-GOOD = [("sft", {}), ("grpo", {"batch_size": 4, "num_generations": 4, "learning_rate": "1e-6", "temperature": 0.7})]
+GOOD = [
+    ("sft", {}),
+    ("grpo", {"batch_size": 4, "num_generations": 4, "learning_rate": "1e-6", "temperature": 0.7}),
+    ("grpo", {"loss_type": "dr_grpo", "mask_truncated_completions": True, "epsilon": 0.1, "reward_clip": 0.5}),
+]
 
 
 def _django(kind: str, rl: dict[str, object], train_file: Path) -> dict[str, str] | dict[str, object]:

@@ -12,6 +12,8 @@ import pytest
 
 from tests.training.trainer_support import (
     REPO,
+    chat_of,
+    demo_trajectories,
     make_tiny_model,
     of,
     parse_events,
@@ -36,7 +38,10 @@ def test_sft_runs_as_a_subprocess_and_its_checkpoint_serves_as_the_hf_policy(tin
     from trajectories.policies.hf import HFPolicy
     from trajectories.tools import TOOLS
 
-    data = write_jsonl(tmp_path / "sft.jsonl", sft_rows())
+    # Each success's first tool call and its observation: every call ends within 1152 tokens (a value that
+    # cut one would be refused), and the longer conversation loses only the end of its observation.
+    rows = [{"messages": chat_of(t, 1), "tools": TOOLS} for t in demo_trajectories() if t.get("success")][:2]
+    data = write_jsonl(tmp_path / "sft.jsonl", rows)
     run_config(tmp_path / "run", "sft", tiny, data, {"max_steps": 2, "batch_size": 1, "max_length": 1152})
     done = subprocess.run(
         [sys.executable, "-m", "training.trainers", str(tmp_path / "run")],
@@ -51,6 +56,7 @@ def test_sft_runs_as_a_subprocess_and_its_checkpoint_serves_as_the_hf_policy(tin
     events = parse_events(done.stdout)
     metrics = of(events, "metric")
     assert [m["step"] for m in metrics] == [1, 2]
+    assert metrics[0]["values"]["dropped_for_length"] == 0 and metrics[0]["values"]["truncated_for_length"] == 1
     assert all(m["values"]["loss"] > 0 for m in metrics)
     assert {"grad_norm", "learning_rate", "tokens_per_s", "steps_per_min"} <= metrics[0]["values"].keys()
     checkpoints = of(events, "checkpoint")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from transformers import TrainerCallback
 
 from core.vocabulary import TrainingKind, values
-from training.schema import GRPO_MODES, RL, check_rl, whole
+from training.schema import GRPO_MODES, RL, check_model, check_rl, whole
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -45,6 +45,8 @@ METRIC_NAMES = {
     "margin": "margin",
     "entropy": "entropy",
     "mean_token_accuracy": "token_accuracy",
+    # GRPO: the share of generations that reached max_new_tokens (cut before they ended).
+    "completions/clipped_ratio": "clipped_ratio",
 }
 # The summary Trainer logs once at the end (it alone has train_loss); it is not a training step.
 SUMMARY_KEY = "train_loss"
@@ -86,16 +88,21 @@ class TrainerConfig:
     base_model: Path
     train_file: Path
     output_dir: Path
-    max_steps: int = int(RL["max_steps"].default)
-    batch_size: int = int(RL["batch_size"].default)
-    gradient_accumulation_steps: int = int(RL["gradient_accumulation_steps"].default)
-    learning_rate: float = RL["learning_rate"].default
-    kl_coef: float = RL["kl_coef"].default
-    max_length: int = int(RL["max_length"].default)
-    max_new_tokens: int = int(RL["max_new_tokens"].default)
-    num_generations: int = int(RL["num_generations"].default)
-    temperature: float = RL["temperature"].default
-    seed: int = int(RL["seed"].default)
+    max_steps: int = int(RL["max_steps"].default)  # type: ignore[arg-type]
+    batch_size: int = int(RL["batch_size"].default)  # type: ignore[arg-type]
+    gradient_accumulation_steps: int = int(RL["gradient_accumulation_steps"].default)  # type: ignore[arg-type]
+    learning_rate: float = float(RL["learning_rate"].default)  # type: ignore[arg-type]
+    kl_coef: float = float(RL["kl_coef"].default)  # type: ignore[arg-type]
+    max_length: int | None = None  # None: the longest row, at most the model's context (fit_max_length)
+    max_new_tokens: int = int(RL["max_new_tokens"].default)  # type: ignore[arg-type]
+    num_generations: int = int(RL["num_generations"].default)  # type: ignore[arg-type]
+    temperature: float = float(RL["temperature"].default)  # type: ignore[arg-type]
+    epsilon: float = float(RL["epsilon"].default)  # type: ignore[arg-type]
+    loss_type: str = str(RL["loss_type"].default)
+    mask_truncated_completions: bool = bool(RL["mask_truncated_completions"].default)
+    max_prompt_length: int | None = None  # None: no limit
+    reward_clip: float | None = None  # None: rewards as scored
+    seed: int = int(RL["seed"].default)  # type: ignore[arg-type]
     save_every_steps: int = 0  # 0: only the final checkpoint
     mode: str = "single_turn"
     environment: dict[str, Any] = field(default_factory=dict)
@@ -142,6 +149,8 @@ def read_config(run_dir: Path) -> TrainerConfig:
     mode = environment.get("mode", "single_turn")
     if mode not in GRPO_MODES:
         raise TrainerError(f"config.environment.mode must be one of {', '.join(GRPO_MODES)}, not {mode!r}")
+    for key, message in check_model(model).items():
+        raise TrainerError(f"config.{key} {message}, not {model.get(key.removeprefix('model.'))!r}")
     rl, errors = check_rl(rl, TrainingKind(kind))
     if errors:
         key, message = next(iter(errors.items()))
@@ -205,6 +214,72 @@ def load_tokenizer(path: Path) -> Any:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+@dataclass(frozen=True)
+class RowLength:
+    """A training row as its trainer tokenizes it."""
+
+    tokens: int
+    needed: int  # tokens up to the end of its last assistant turn: what max_length must keep
+
+
+@dataclass(frozen=True)
+class LengthFit:
+    max_length: int
+    longer: int  # rows longer than max_length: cut at the end (sft, dpo) or dropped (reward)
+    context: int | None
+
+
+def model_context(path: Path) -> int | None:
+    """The most positions the model was built for (its config's max_position_embeddings), if it says."""
+    try:
+        saved = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    found = saved.get("max_position_embeddings") if isinstance(saved, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else None
+
+
+def measure(tokenizer: Any, messages: list[dict[str, Any]], tools: Any) -> RowLength:
+    """A chat's length as TRL's trainers tokenize it (the chat template with the tools), and where its
+    last assistant token ends (the template's {% generation %} markers)."""
+    tools = json.loads(tools) if isinstance(tools, str) else tools
+    encoded = tokenizer.apply_chat_template(
+        messages, tools=tools or None, tokenize=True, return_dict=True, return_assistant_tokens_mask=True
+    )
+    ids, mask = encoded["input_ids"], encoded.get("assistant_masks") or []
+    ends = [index + 1 for index, bit in enumerate(mask) if bit]
+    return RowLength(tokens=len(ids), needed=ends[-1] if ends else len(ids))
+
+
+def fit_max_length(given: int | None, rows: list[RowLength], context: int | None, *, cuts: bool) -> LengthFit:
+    """rl.max_length for these rows: as given, or the longest row (at most the model's context).
+
+    Where the trainer cuts a longer row at its end (`cuts`: sft, dpo), a given value that would cut
+    a row's last assistant turn is refused: that turn is the action the row teaches, and training on
+    its first tokens alone teaches a fragment while saying nothing of it."""
+    if not rows:
+        raise TrainerError("no rows to train on")
+    longest = max(row.tokens for row in rows)
+    needed = max(row.needed for row in rows)
+    if given is None:
+        length = max(min(longest, context) if context else longest, 1)
+    else:
+        length = given
+        cut = sum(row.needed > given for row in rows)
+        if cuts and cut:
+            beyond = (
+                f", more than the model's context ({context}): shorten those rows"
+                if context and needed > context
+                else ""
+            )
+            raise TrainerError(
+                f"rl.max_length ({given}) would cut the last assistant turn of {cut} of {len(rows)} rows: "
+                f"they need rl.max_length of at least {needed}{beyond}; or leave rl.max_length out to use "
+                f"the longest row ({longest} tokens)"
+            )
+    return LengthFit(max_length=length, longer=sum(row.tokens > length for row in rows), context=context)
 
 
 def torch_dtype(config: TrainerConfig) -> Any:

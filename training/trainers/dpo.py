@@ -10,12 +10,16 @@ from datasets import Dataset
 from training.trainers.common import (
     EventCallback,
     TrainerConfig,
+    TrainerError,
     finish_setup,
+    fit_max_length,
     load_tokenizer,
+    log,
+    model_context,
     torch_dtype,
     training_arguments,
 )
-from training.trainers.preferences import preference_rows
+from training.trainers.preferences import pair_lengths, preference_rows
 
 
 def train(config: TrainerConfig) -> None:
@@ -24,19 +28,30 @@ def train(config: TrainerConfig) -> None:
 
     rows = preference_rows(config.train_file)
     tokenizer = load_tokenizer(config.base_model)
+    # keep_start: a longer pair loses its end, where the submitted patch (what was judged) is.
+    fit = fit_max_length(config.max_length, pair_lengths(tokenizer, rows), model_context(config.base_model), cuts=True)
+    log(f"dpo: max_length {fit.max_length} ({'given' if config.max_length else 'the longest pair'})")
     model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
     args = DPOConfig(
         **training_arguments(config),
-        max_length=config.max_length,
+        max_length=fit.max_length,
         beta=config.kl_coef or 0.1,
     )
+    callback = EventCallback("policy", {"truncated_for_length": float(fit.longer)})
+    if fit.longer:
+        log(f"dpo: {fit.longer} of {len(rows)} pairs are cut at {fit.max_length} tokens (the model's context)")
     trainer = DPOTrainer(
         model=model,
         ref_model=None,  # TRL loads the base again, frozen, as the reference
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
-        callbacks=[EventCallback("policy")],
+        callbacks=[callback],
     )
     finish_setup(trainer)
+    if not len(trainer.train_dataset):  # type: ignore[arg-type]  # a Dataset here, not a stream
+        raise TrainerError(
+            f"every one of the {len(rows)} pairs has a prompt that fills rl.max_length ({fit.max_length}): "
+            "raise it, or leave it out to use the longest pair"
+        )
     trainer.train()

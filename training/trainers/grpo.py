@@ -80,7 +80,36 @@ def _rollout(task_id: str, mode: str, completion: Any, patch: str, score: Any) -
     return reward
 
 
-def reward_function(scorer: Scorer, mode: str) -> Callable[..., list[float]]:
+def prompts_within(tokenizer: Any, rows: list[dict[str, Any]], limit: int | None) -> list[dict[str, Any]]:
+    """The rows whose prompt (as the chat template renders it for generation) fits rl.max_prompt_length."""
+    if limit is None:
+        return rows
+    kept = [
+        row
+        for row in rows
+        if len(
+            tokenizer.apply_chat_template(row["prompt"], add_generation_prompt=True, tokenize=True, return_dict=True)[
+                "input_ids"
+            ]
+        )
+        <= limit
+    ]
+    if not kept:
+        raise TrainerError(
+            f"every one of the {len(rows)} prompts is longer than rl.max_prompt_length ({limit}): raise it, "
+            "or leave it out (no limit)"
+        )
+    if len(kept) < len(rows):
+        log(f"grpo: dropped {len(rows) - len(kept)} of {len(rows)} prompts longer than {limit} tokens")
+    return kept
+
+
+def clipped(reward: float, clip: float | None) -> float:
+    """rl.reward_clip: the reward the groups compare, within [-clip, clip]."""
+    return reward if clip is None else max(-clip, min(clip, reward))
+
+
+def reward_function(scorer: Scorer, mode: str, clip: float | None = None) -> Callable[..., list[float]]:
     def crucible_verified_reward(
         prompts: list[Any], completions: list[Any], task_id: list[str], task_dir: list[str], **kwargs: Any
     ) -> list[float]:
@@ -96,7 +125,8 @@ def reward_function(scorer: Scorer, mode: str) -> Callable[..., list[float]]:
                 patch = extract_patch(completion_text(completion))
                 # An answer with no diff is an empty patch: scored, never skipped (it must not look neutral).
                 score = scorer.score(task_dir[index], patch, Termination.SUBMITTED)
-            rewards.append(_rollout(task_id[index], mode, completion, patch, score))
+            # The rollout keeps the reward as scored; the groups compare the clipped one.
+            rewards.append(clipped(_rollout(task_id[index], mode, completion, patch, score), clip))
         log_metric = kwargs.get("log_metric")
         if mode == "agent" and turns and callable(log_metric):
             log_metric("tool_call_validity", valid / turns)
@@ -121,6 +151,7 @@ def train(config: TrainerConfig) -> None:
         tokenizer.response_template = qwen3_template
         CrucibleEnv.scorer = scorer
         CrucibleEnv.command_timeout = float(config.environment.get("timeout_seconds", 60) or 60)
+    kept = prompts_within(tokenizer, rows, config.max_prompt_length)
     model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
     shared = training_arguments(config)
     shared["include_num_input_tokens_seen"] = False  # GRPO counts its own tokens (num_tokens)
@@ -130,20 +161,26 @@ def train(config: TrainerConfig) -> None:
         max_completion_length=config.max_new_tokens,
         temperature=config.temperature or 1.0,
         beta=config.kl_coef,
+        epsilon=config.epsilon,
+        loss_type=config.loss_type,
+        mask_truncated_completions=config.mask_truncated_completions,
         max_tool_calling_iterations=int(config.environment.get("max_steps", 30)) if agent else None,
         log_completions=False,
     )
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[reward_function(scorer, config.mode)],  # type: ignore[list-item]  # never returns None
+        reward_funcs=[reward_function(scorer, config.mode, config.reward_clip)],  # type: ignore[list-item]
         args=args,
-        train_dataset=Dataset.from_list(rows),
+        train_dataset=Dataset.from_list(kept),
         processing_class=tokenizer,
-        callbacks=[EventCallback("policy")],
+        callbacks=[EventCallback("policy", {"prompts_dropped_for_length": float(len(rows) - len(kept))})],
         environment_factory=CrucibleEnv if agent else None,
     )
     finish_setup(trainer)
-    log(f"grpo ({config.mode}): {len(rows)} prompts, {config.num_generations} generations each")
+    log(
+        f"grpo ({config.mode}): {len(kept)} prompts, {config.num_generations} generations each, "
+        f"at most {config.max_new_tokens} new tokens"
+    )
     try:
         trainer.train()
     finally:

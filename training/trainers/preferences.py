@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from training.trainers.common import TrainerError, read_jsonl
+from training.trainers.common import RowLength, TrainerError, measure, read_jsonl
 from training.trainers.sft import ROLES, plain_message
 
 PREFERENCE_KEYS = ("prompt", "chosen", "rejected")
@@ -45,4 +45,13 @@ def preference_rows(path: Any) -> list[dict[str, Any]]:
                 "tools": json.dumps(tools),
             }
         )
+    return out
+
+
+def pair_lengths(tokenizer: Any, rows: list[dict[str, Any]]) -> list[RowLength]:
+    """Each pair's longer side (prompt and side, as the trainers render them)."""
+    out = []
+    for row in rows:
+        sides = [measure(tokenizer, row["prompt"] + row[side], row["tools"]) for side in ("chosen", "rejected")]
+        out.append(RowLength(max(s.tokens for s in sides), max(s.needed for s in sides)))
     return out

@@ -14,12 +14,14 @@ from training.trainers.common import (
     TrainerConfig,
     TrainerError,
     finish_setup,
+    fit_max_length,
     load_tokenizer,
     log,
+    model_context,
     torch_dtype,
     training_arguments,
 )
-from training.trainers.preferences import preference_rows
+from training.trainers.preferences import pair_lengths, preference_rows
 
 
 def train(config: TrainerConfig) -> None:
@@ -28,12 +30,16 @@ def train(config: TrainerConfig) -> None:
 
     rows = preference_rows(config.train_file)
     tokenizer = load_tokenizer(config.base_model)
+    # TRL drops a pair longer than max_length (nothing is cut), so a given value is kept and what it drops counted.
+    lengths = pair_lengths(tokenizer, rows)
+    fit = fit_max_length(config.max_length, lengths, model_context(config.base_model), cuts=False)
+    log(f"reward: max_length {fit.max_length} ({'given' if config.max_length else 'the longest pair'})")
     model = AutoModelForSequenceClassification.from_pretrained(
         str(config.base_model), num_labels=1, dtype=torch_dtype(config)
     )
     # Batches of pairs are padded; the classifier finds each sequence's last token by the pad id.
     model.config.pad_token_id = tokenizer.pad_token_id
-    args = RewardConfig(**training_arguments(config), max_length=config.max_length)
+    args = RewardConfig(**training_arguments(config), max_length=fit.max_length)
     callback = EventCallback("reward")
     trainer = RewardTrainer(
         model=model,
@@ -45,8 +51,11 @@ def train(config: TrainerConfig) -> None:
     finish_setup(trainer)
     dropped = len(rows) - len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset here, not a stream
     if dropped == len(rows):
-        raise TrainerError(f"every one of the {len(rows)} pairs is longer than rl.max_length ({config.max_length})")
+        raise TrainerError(
+            f"every one of the {len(rows)} pairs is longer than rl.max_length ({fit.max_length}): raise it to at "
+            f"least {min(r.tokens for r in lengths)}, or leave it out to use the longest pair"
+        )
     if dropped:
-        log(f"reward: dropped {dropped} of {len(rows)} pairs longer than {config.max_length} tokens")
+        log(f"reward: dropped {dropped} of {len(rows)} pairs longer than {fit.max_length} tokens")
     callback.add_values({"dropped_for_length": float(dropped), "pairs": float(len(rows) - dropped)})
     trainer.train()

@@ -16,8 +16,11 @@ from training.trainers.common import (
     TrainerConfig,
     TrainerError,
     finish_setup,
+    fit_max_length,
     load_tokenizer,
     log,
+    measure,
+    model_context,
     read_jsonl,
     torch_dtype,
     training_arguments,
@@ -76,10 +79,17 @@ def train(config: TrainerConfig) -> None:
 
     rows = sft_rows(read_jsonl(config.train_file, ("messages",)))
     tokenizer = load_tokenizer(config.base_model)
+    fit = fit_max_length(
+        config.max_length,
+        [measure(tokenizer, row["messages"], row["tools"]) for row in rows],
+        model_context(config.base_model),
+        cuts=True,  # keep_start: a longer conversation loses its end
+    )
+    log(f"sft: max_length {fit.max_length} ({'given' if config.max_length else 'the longest row'})")
     model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
     args = SFTConfig(
         **training_arguments(config),
-        max_length=config.max_length,
+        max_length=fit.max_length,
         # Keep the start: the first turns are where the task and the first tool calls are.
         truncation_mode="keep_start",
         assistant_only_loss=True,
@@ -95,7 +105,16 @@ def train(config: TrainerConfig) -> None:
     )
     finish_setup(trainer)
     kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset here, not a stream
-    if kept < len(rows):
-        log(f"sft: {len(rows) - kept} of {len(rows)} conversations had no assistant token within max_length")
-    callback.add_values({"dropped_for_length": float(len(rows) - kept)})
+    dropped = len(rows) - kept
+    if dropped == len(rows):
+        raise TrainerError(
+            f"every one of the {len(rows)} conversations has no assistant token within rl.max_length "
+            f"({fit.max_length}): raise it, or leave it out to use the longest row"
+        )
+    if dropped:
+        log(f"sft: {dropped} of {len(rows)} conversations had no assistant token within max_length")
+    truncated = max(fit.longer - dropped, 0)
+    if truncated:
+        log(f"sft: {truncated} of {len(rows)} conversations are cut at {fit.max_length} tokens (the model's context)")
+    callback.add_values({"dropped_for_length": float(dropped), "truncated_for_length": float(truncated)})
     trainer.train()
