@@ -64,8 +64,26 @@ def prepare(
         raise DataError("no data: give a training set or a train file")
     count, digest = _write(dest, rows)
     if count == 0:
-        raise DataError(f"{dataset} gives no {kind} training rows" + _refusals(refused))
+        raise DataError(
+            f"{dataset} gives no {kind} training rows" + (_refusals(refused) or _why_empty(kind, training_set))
+        )
     return TrainData(path=dest, sha256=digest, rows=count, dataset=dataset, refused=dict(refused))
+
+
+def _why_empty(kind: TrainingKind, training_set: TrainingSet | None) -> str:
+    if training_set is None:
+        return ": the file holds no rows"
+    if kind is TrainingKind.SFT:
+        return (
+            ": none of its trajectories has a verified reward that resolved its task (sft trains on verified "
+            "successes only); freeze a set that holds some, e.g. with successes_only"
+        )
+    if kind in (TrainingKind.REWARD, TrainingKind.DPO):
+        return (
+            ": no task has two trajectories with different verified rewards to pair; freeze a set with a success "
+            "and a failure of the same task (require_discrimination), or give a preference file"
+        )
+    return ": none of its trajectories names a stored task"
 
 
 def _refusals(refused: Counter[str]) -> str:

@@ -15,6 +15,7 @@ import math
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -69,6 +70,12 @@ MAX_EVENT_BYTES = 1 << 20
 DRAIN_SECONDS = 1.0
 MAX_ROLLOUT_STEPS = 200  # a rollout's completion or patch, as stored
 EOF = object()
+# What `accelerate launch` says when the trainer process under it was killed by SIGKILL.
+SIGKILLED = "died with <Signals.SIGKILL: 9>"
+OUT_OF_MEMORY = (
+    "the trainer was killed by SIGKILL{evidence}: probably out of memory (the kernel's OOM killer); "
+    "lower rl.batch_size or rl.max_length, or set model.torch_dtype: bfloat16"
+)
 
 
 def _rollout_step(raw: Any) -> dict[str, Any] | None:
@@ -344,6 +351,46 @@ def _localize_base_model(directory: Path) -> None:
     config_file.write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
+def _memory_events() -> Path | None:
+    """This process's cgroup (v2) memory.events, where the kernel counts the processes it killed for memory."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        if line.startswith("0::"):
+            found = Path("/sys/fs/cgroup") / line[3:].lstrip("/") / "memory.events"
+            if found.is_file():
+                return found
+    fallback = Path("/sys/fs/cgroup/memory.events")
+    return fallback if fallback.is_file() else None
+
+
+def oom_kills() -> int | None:
+    """The cgroup's oom_kill count, or None where it cannot be read."""
+    path = _memory_events()
+    try:
+        text = path.read_text() if path is not None else ""
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def killed_error(code: int, tail: list[str], kills_before: int | None, kills_after: int | None) -> str:
+    """What a trainer that SIGKILL ended is told ("" when it was not): it did not fail, it was stopped,
+    almost always by the OOM killer, and what it left in its log says nothing of that."""
+    if code != -signal.SIGKILL and not any(SIGKILLED in line for line in tail[-20:]):
+        return ""
+    evidence = ""
+    if kills_before is not None and kills_after is not None and kills_after > kills_before:
+        evidence = f" (the kernel counted {kills_after - kills_before} OOM kill(s) in this cgroup's memory.events)"
+    return OUT_OF_MEMORY.format(evidence=evidence)
+
+
 def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
     try:
         directory = stage_run_inputs(run)
@@ -355,6 +402,7 @@ def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
         return _finish(run, follower, RunStatus.FAILED, f"could not fetch the base checkpoint: {exc}")
     command = trainer_command(directory)
     started = time.monotonic()
+    kills_before = oom_kills()
     logger.info("training run %s started on %s: %s", run.pk, run.worker, " ".join(command))
     try:
         proc = subprocess.Popen(  # noqa: S603  (our own trainer module on our own run directory)
@@ -377,6 +425,10 @@ def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
         return TrainingRun.objects.get(pk=run.pk)
     if code == 0 and follower.done_status in ("", RunStatus.SUCCEEDED):
         return _finish(run, follower, RunStatus.SUCCEEDED, "")
+    killed = killed_error(code, list(follower.tail), kills_before, oom_kills())
+    if killed:
+        logger.warning("training run %s: %s", run.pk, killed)
+        return _finish(run, follower, RunStatus.FAILED, killed)
     last = follower.done_error or next((line for line in reversed(follower.tail) if line.strip()), "")
     return _finish(run, follower, RunStatus.FAILED, f"trainer exited with code {code}: {last[:300]}")
 

@@ -5,13 +5,15 @@ Plain Python, like the real one. FAKE_TRAINER sets its behaviour:
 - "fail": some log lines on stderr, then exit 3;
 - "slow": like ok, but FAKE_TRAINER_STEP_S seconds per step and a child process of its own
   (so cancel has a whole tree to stop);
-- "hang": one metric, one checkpoint, then it sleeps (a worker killed under it leaves it).
+- "hang": one metric, one checkpoint, then it sleeps (a worker killed under it leaves it);
+- "sigkill": one metric, then SIGKILL to itself, as the kernel's OOM killer ends a trainer.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -60,6 +62,8 @@ def main(run_dir: str) -> int:
             )
         if mode == "hang":
             time.sleep(600)
+        if mode == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
     emit({"event": "done", "status": "succeeded"})
     return 0
 
