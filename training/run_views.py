@@ -15,7 +15,7 @@ from tasks.models import TaskSuite
 from training.config import MAX_CONFIG_BYTES, ConfigError
 from training.examples import example, examples
 from training.models import TrainingRun
-from training.run_queries import METRIC_PAGE, metric_rows, run_checkpoints, runs
+from training.run_queries import METRIC_PAGE, metric_rows, run_checkpoints, run_notices, runs
 from training.services import RunError, cancel_run, create_run, fail_lost_runs, is_resumable, live_group, resume_run
 
 
@@ -56,10 +56,12 @@ def run_list(request: HttpRequest) -> HttpResponse:
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     fail_lost_runs(TrainingRun.objects.filter(pk=run_id))
     run = get_object_or_404(TrainingRun.objects.select_related("created_by", "resume_from"), pk=run_id)
+    metrics = metric_rows(run)
     context = {
         "run": run,
         "live_group": live_group(run),
-        "metrics": metric_rows(run),
+        "metrics": metrics,
+        "notices": run_notices(run, metrics),
         "checkpoints": run_checkpoints(run),
         "resumable": is_resumable(run),
         "suites": TaskSuite.objects.order_by("name").values_list("name", flat=True),
