@@ -13,10 +13,11 @@ from training.curation import CurationError, CurationRule, build_training_set
 from training.models import TrainingSet
 from training.queries import export_filename, export_lines, member_rows, set_spec, training_sets
 from trajectories.queries import TrajectoryFilter
+from trajectories.views import trajectory_list_page
 
 
 class TrainingSetForm(forms.Form):
-    name = forms.SlugField(max_length=100)
+    name = forms.SlugField(max_length=100, error_messages={"invalid": "Use only letters, digits, - and _ in the name."})
     query = forms.CharField(required=False, max_length=2000)
     successes_only = forms.BooleanField(required=False)
     max_duplicate_rate = forms.FloatField(required=False, min_value=0, max_value=1)
@@ -51,13 +52,15 @@ def _query_dict(query: str) -> dict[str, str]:
 @role_required(RESEARCHER)
 def create_training_set(request: HttpRequest) -> HttpResponse:
     form = TrainingSetForm(request.POST)
-    if not form.is_valid():
-        return HttpResponse(f"bad training set: {form.errors.as_text()}", status=400, content_type="text/plain")
-    try:
-        training_set = build_training_set(form.cleaned_data["name"], form.rule(), request.user)
-    except CurationError as exc:
-        return HttpResponse(str(exc), status=400, content_type="text/plain")
-    return redirect("training:set", name=training_set.name, version=training_set.version)
+    if form.is_valid():
+        try:
+            training_set = build_training_set(form.cleaned_data["name"], form.rule(), request.user)
+        except CurationError as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("training:set", name=training_set.name, version=training_set.version)
+    # The form lives on the trajectory list: show that list again, for the filter it carried.
+    return trajectory_list_page(request, QueryDict(request.POST.get("query", "")), curate=form, status=400)
 
 
 @role_required()

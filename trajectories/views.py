@@ -3,7 +3,8 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.forms import Form
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
@@ -37,10 +38,17 @@ PAGE_SIZE = 50
 
 @role_required()
 def trajectory_list(request: HttpRequest) -> HttpResponse:
-    qs, flt = list_trajectories(request.GET.dict())
+    return trajectory_list_page(request, request.GET)
+
+
+def trajectory_list_page(
+    request: HttpRequest, params: QueryDict, *, curate: Form | None = None, status: int = 200
+) -> HttpResponse:
+    """The list for `params`; `curate` is a refused training-set form to show again beside its fields."""
+    qs, flt = list_trajectories({key: str(params[key]) for key in params})
     # Keyset paging on (created_at, id): stable while new rows arrive and cheap deep
     # into a large table, unlike OFFSET.
-    before = request.GET.get("before", "")
+    before = params.get("before", "")
     if before:
         try:
             stamp, _, pk = before.rpartition("_")
@@ -53,7 +61,7 @@ def trajectory_list(request: HttpRequest) -> HttpResponse:
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     next_before = f"{rows[-1].created_at.isoformat()}_{rows[-1].pk}" if more else ""
-    query = request.GET.copy()
+    query = params.copy()
     query.pop("before", None)
     saved = SavedFilter.objects.filter(owner=request.user) if request.user.is_authenticated else []
     context = {
@@ -62,9 +70,10 @@ def trajectory_list(request: HttpRequest) -> HttpResponse:
         "next_before": next_before,
         "query": query.urlencode(),
         "saved_filters": saved,
+        "curate": curate,
     }
     template = "trajectories/_rows.html" if request.headers.get("HX-Request") else "trajectories/list.html"
-    return render(request, template, context)
+    return render(request, template, context, status=status)
 
 
 def _step_number(value: str | None) -> int | None:
