@@ -75,13 +75,14 @@ def disagreement_detail(request: HttpRequest, name: str, pk: int) -> HttpRespons
     error, status = "", 200
     if request.method == "POST":
         if not can_resolve:
-            return HttpResponse("Resolving a pair needs the researcher role.", status=403, content_type="text/plain")
-        try:
-            resolve_pair(request.user, comparison, request.POST.get("choice", ""), request.POST.get("note", ""))
-        except ResolutionError as exc:
-            error, status = str(exc), 400
+            error, status = "Resolving a pair needs the researcher role.", 403
         else:
-            return redirect("annotation:disagreement", name=comparison_set.name, pk=comparison.pk)
+            try:
+                resolve_pair(request.user, comparison, request.POST.get("choice", ""), request.POST.get("note", ""))
+            except ResolutionError as exc:
+                error, status = str(exc), 400
+            else:
+                return redirect("annotation:disagreement", name=comparison_set.name, pk=comparison.pk)
     judgements = list(comparison.judgements.all())
     context = {
         "cset": comparison_set,

@@ -5,6 +5,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
+from core.pages import error_page
 from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from core.vocabulary import CheckpointKind
@@ -26,7 +27,7 @@ def eval_list(request: HttpRequest) -> HttpResponse:
     form = EvalRunForm(request.POST or None)
     if request.method == "POST":
         if not can_research:
-            return HttpResponse("Launching an evaluation needs the researcher role.", status=403)
+            return error_page(request, "Launching an evaluation needs the researcher role.", status=403)
         if form.is_valid():
             try:
                 run = form.launch(request.user)
@@ -70,13 +71,13 @@ def compare(request: HttpRequest) -> HttpResponse:
     try:
         a_id, b_id = int(request.GET.get("a", "")), int(request.GET.get("b", ""))
     except ValueError:
-        return HttpResponse("give two eval runs: ?a=ID&b=ID", status=400)
+        return error_page(request, "Choose two evaluation runs to compare (?a=ID&b=ID).", status=400)
     a = refresh_eval(get_object_or_404(eval_runs(), pk=a_id))
     b = refresh_eval(get_object_or_404(eval_runs(), pk=b_id))
     if a.suite_id != b.suite_id:
-        return HttpResponse("the two eval runs must be on the same suite", status=400)
+        return error_page(request, "The two evaluation runs must be on the same suite.", status=400)
     if not (a.results and b.results):
-        return HttpResponse("both eval runs must have finished", status=400)
+        return error_page(request, "Both evaluation runs must have finished.", status=400)
     rates_a, rates_b = per_task_rates(a), per_task_rates(b)
     shared = sorted(set(rates_a) & set(rates_b))
     rows: list[dict[str, Any]] = []

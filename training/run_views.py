@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -15,7 +16,15 @@ from tasks.models import TaskSuite
 from training.config import MAX_CONFIG_BYTES, ConfigError
 from training.examples import example, examples
 from training.models import TrainingRun
-from training.run_queries import METRIC_PAGE, metric_rows, run_checkpoints, run_notices, runs
+from training.run_queries import (
+    METRIC_PAGE,
+    chart_rules,
+    metric_groups,
+    metric_rows,
+    run_checkpoints,
+    run_notices,
+    runs,
+)
 from training.services import RunError, cancel_run, create_run, fail_lost_runs, is_resumable, live_group, resume_run
 
 
@@ -61,6 +70,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "run": run,
         "live_group": live_group(run),
         "metrics": metrics,
+        "metric_groups": metric_groups(metrics),
+        "chart_rules": chart_rules(),
         "notices": run_notices(run, metrics),
         "checkpoints": run_checkpoints(run),
         "resumable": is_resumable(run),
@@ -93,7 +104,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
         cancel_run(run, request.user)
     except RunError as exc:
-        return HttpResponse(str(exc), status=409, content_type="text/plain")
+        messages.error(request, str(exc))
     return redirect("training:run", run_id=run.pk)
 
 
@@ -104,5 +115,5 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
         resume_run(run, request.user)
     except RunError as exc:
-        return HttpResponse(str(exc), status=409, content_type="text/plain")
+        messages.error(request, str(exc))
     return redirect("training:run", run_id=run.pk)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -17,6 +18,7 @@ def save_filter(request: HttpRequest) -> HttpResponse:
     name = request.POST.get("name", "").strip()[:100]
     query = request.POST.get("query", "")[:2000]
     if not name:
-        return HttpResponse("a saved filter needs a name", status=400, content_type="text/plain")
-    SavedFilter.objects.update_or_create(owner=request.user, name=name, defaults={"query": query})  # type: ignore[misc]
+        messages.error(request, "Name the filter to save it.")
+    else:
+        SavedFilter.objects.update_or_create(owner=request.user, name=name, defaults={"query": query})  # type: ignore[misc]
     return redirect(f"{reverse('trajectories:list')}?{query}")

@@ -4,10 +4,11 @@ at the same task side by side."""
 from __future__ import annotations
 
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from core.pages import error_page
 from core.permissions import role_required
 from trajectories.models import Trajectory
 from trajectories.transcript import TranscriptError, build_transcript, request_messages
@@ -53,7 +54,7 @@ def step_request(request: HttpRequest, trajectory_id: str, number: int) -> HttpR
 def compare(request: HttpRequest) -> HttpResponse:
     """Two trajectories of one task, transcript beside transcript; with only `a`, a list to pick `b` from."""
     if not request.GET.get("a"):
-        return HttpResponseBadRequest("Say which trajectory to start from: /trajectories/compare/?a=ID&b=ID")
+        return error_page(request, "Say which trajectory to start from: /trajectories/compare/?a=ID&b=ID", status=400)
     a = _trajectory(request.GET["a"])
     others = (
         Trajectory.objects.filter(task_ref=a.task_ref)
