@@ -257,7 +257,7 @@ def set_new(request: HttpRequest) -> HttpResponse:
         try:
             cset = draw_pairs(form.request(), created_by=_user(request))
         except PairsError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(exc.field if exc.field in form.fields else None, str(exc))
         else:
             return redirect("annotation:set", name=cset.name)
     status = 400 if request.method == "POST" else 200

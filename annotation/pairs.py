@@ -47,7 +47,15 @@ TRAINING_SET = "training_set"
 
 
 class PairsError(ValueError):
-    """A request for pairs that cannot be met; nothing was written."""
+    """A request for pairs that cannot be met; nothing was written.
+
+    `field` names the PairRequest field at fault, so the page puts the message beside its
+    input and the command prefixes its own flag; the message itself names neither.
+    """
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 # --- where trajectory ids come from (filled in by higher layers) -------------------------
@@ -246,7 +254,7 @@ def draw_pairs(request: PairRequest, created_by: User | None = None) -> Comparis
                 created_by=created_by,
             )
     except IntegrityError:
-        raise PairsError(f"a comparison set named {request.name!r} already exists") from None
+        raise PairsError(f"a comparison set named {request.name!r} already exists", field="name") from None
     Comparison.objects.bulk_create(
         [
             Comparison(
@@ -276,15 +284,15 @@ def _validate(request: PairRequest) -> tuple[TaskSuite, tuple[Side, Side] | None
     try:
         validate_slug(request.name)
     except ValidationError:
-        raise PairsError(f"set name {request.name!r}: use letters, digits, '-' and '_' only") from None
+        raise PairsError(f"set name {request.name!r}: use letters, digits, '-' and '_' only", field="name") from None
     if len(request.name) > 100:
-        raise PairsError("a set name is at most 100 characters")
+        raise PairsError("a set name is at most 100 characters", field="name")
     if ComparisonSet.objects.filter(name=request.name).exists():
-        raise PairsError(f"a comparison set named {request.name!r} already exists")
+        raise PairsError(f"a comparison set named {request.name!r} already exists", field="name")
     if request.strategy not in values(ComparisonStrategy):
         raise PairsError(f"strategy must be one of {', '.join(values(ComparisonStrategy))}")
     if not 1 <= request.max_pairs <= MAX_PAIRS:
-        raise PairsError(f"the number of pairs (--max) must be between 1 and {MAX_PAIRS}")
+        raise PairsError(f"the number of pairs must be between 1 and {MAX_PAIRS}", field="max_pairs")
     if not 1 <= request.reviewers <= MAX_REVIEWERS:
         raise PairsError(f"reviewers per pair must be between 1 and {MAX_REVIEWERS}")
     if request.per_task < 1:
@@ -301,7 +309,7 @@ def _validate(request: PairRequest) -> tuple[TaskSuite, tuple[Side, Side] | None
     sides = None
     if request.strategy == ComparisonStrategy.CHECKPOINTS:
         if not request.side_a or not request.side_b:
-            raise PairsError("the checkpoints strategy needs both sides: --side-a and --side-b")
+            raise PairsError("the checkpoints strategy needs both sides, A and B", field="side_a")
         sides = (Side.parse(request.side_a), Side.parse(request.side_b))
         if sides[0] == sides[1]:
             raise PairsError("the two sides of a checkpoint comparison must differ")
@@ -309,7 +317,7 @@ def _validate(request: PairRequest) -> tuple[TaskSuite, tuple[Side, Side] | None
             if side.batch is not None and not RolloutBatch.objects.filter(pk=side.batch, suite=suite).exists():
                 raise PairsError(f"no rollout batch {side.batch} in suite {suite.name!r}")
     elif request.side_a or request.side_b:
-        raise PairsError("--side-a and --side-b belong to the checkpoints strategy")
+        raise PairsError("sides A and B belong to the checkpoints strategy", field="side_a")
     return suite, sides
 
 

@@ -201,11 +201,11 @@ def test_make_pairs_prints_a_summary_and_writes_the_set() -> None:
     ("args", "message"),
     [
         (["--suite", "nope"], "no suite named 'nope'"),
-        (["--max", "0"], "pairs \\(--max\\) must be between"),
+        (["--max", "0"], "--max: the number of pairs must be between"),
         (["--name", "bad name!"], "use letters, digits"),
         (["--batch", "999"], "no rollout batch 999"),
         (["--strategy", "checkpoints"], "needs both sides"),
-        (["--side-a", "batch:1"], "belong to the checkpoints strategy"),
+        (["--side-a", "batch:1"], "--side-a and --side-b: sides A and B belong to the checkpoints strategy"),
         (["--training-set", "x"], "no app registered that source|no training set named"),
         (["--reviewers", "0"], "reviewers per pair"),
     ],

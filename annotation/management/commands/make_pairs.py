@@ -8,6 +8,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from annotation.pairs import MAX_PAIRS, PairRequest, PairsError, draw_pairs
 from core.vocabulary import ComparisonStrategy, values
 
+# A refused request names its PairRequest field; the command answers with its own flag.
+FLAGS = {"name": "--name", "max_pairs": "--max", "side_a": "--side-a and --side-b"}
+
 
 class Command(BaseCommand):
     help = "Draw a comparison set: pairs of patches for the same task, for people to judge."
@@ -45,7 +48,8 @@ class Command(BaseCommand):
         try:
             cset = draw_pairs(request)
         except PairsError as exc:
-            raise CommandError(str(exc)) from None
+            flag = FLAGS.get(exc.field)
+            raise CommandError(f"{flag}: {exc}" if flag else str(exc)) from None
         if options["json"]:
             self.stdout.write(json.dumps({"set": cset.name, "source": cset.source, "stats": cset.stats}))
             return
