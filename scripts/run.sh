@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts what Crucible needs: Redis (when none answers), a Celery worker, the web server.
+# Starts what Crucible needs: Redis (when none answers), Celery workers (scripts/workers.sh), the web server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -36,11 +36,9 @@ others = sorted({k.decode().split(':', 1)[0] for k in client.scan_iter('*:_kombu
 print(me + ('  (also on this Redis: ' + ', '.join(others[:5]) + '; each runs only its own jobs)' if others else ''))
 " 2>/dev/null || echo "?")
 
-# The hf policy sizes torch threads to the cores each of the 2 worker processes gets.
-CRUCIBLE_WORKER_CONCURRENCY=2 $BIN/celery -A webapp worker -Q default,rollouts,rewards,training --concurrency 2 \
-  --loglevel INFO --logfile var/log/celery.log >var/log/celery.out 2>&1 &
-worker=$!
-trap 'kill $worker 2>/dev/null; wait $worker 2>/dev/null' EXIT INT TERM
+. scripts/workers.sh
+trap stop_workers EXIT INT TERM
+start_workers
 
 echo
 echo "  Crucible is at http://$HOST:$PORT/"
