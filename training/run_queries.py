@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from django.db.models import QuerySet
 
@@ -17,6 +19,63 @@ FLAT_REWARD_STEPS = 3
 FLAT = 1e-9
 # A latest step where at least this share of generations reached max_new_tokens is said.
 CLIPPED_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class ChartGroup:
+    """A kind of metric the run page charts together, under one title."""
+
+    kind: str
+    """The group's name in the page (data-chart-group) and in ChartRule."""
+    title: str
+    """The heading above the group's charts."""
+    pattern: str
+    """A regular expression searched in a metric's name; the first group whose pattern is found takes the
+    metric. Kept to the syntax Python and JavaScript read alike: the page sorts live metrics with it."""
+
+
+# In the order the page shows them. Names are TRL's and the trainers' own (loss, rewards/<fn>/mean, kl,
+# clip_ratio/high_mean, completions/mean_length, num_tokens, train_samples_per_second, learning_rate, ...).
+CHART_GROUPS = (
+    ChartGroup("loss", "Loss", r"loss"),
+    ChartGroup("reward", "Reward", r"reward"),
+    ChartGroup("kl", "KL, entropy and policy clipping", r"(^|[^a-z])kl([^a-z]|$)|entropy|clip_ratio"),
+    ChartGroup("throughput", "Throughput", r"_per_(second|s|min)$|runtime|num_tokens|flos|step_time"),
+    ChartGroup("lengths", "Lengths", r"length|clipped_ratio|truncated"),
+)
+OTHER_CHARTS = ChartGroup("other", "Other", r"")
+
+
+class ChartRule(TypedDict):
+    kind: str
+    title: str
+    pattern: str
+
+
+class MetricGroup(TypedDict):
+    kind: str
+    title: str
+    metrics: list[str]
+
+
+def chart_rules() -> list[ChartRule]:
+    """The groups in page order, for the script that places metrics first seen live."""
+    return [{"kind": g.kind, "title": g.title, "pattern": g.pattern} for g in (*CHART_GROUPS, OTHER_CHARTS)]
+
+
+def chart_group(metric: str) -> ChartGroup:
+    return next((g for g in CHART_GROUPS if re.search(g.pattern, metric.lower())), OTHER_CHARTS)
+
+
+def metric_groups(rows: list[dict[str, Any]]) -> list[MetricGroup]:
+    """The groups that have a metric in rows, in page order, each with its metrics by name."""
+    names = sorted({name for row in rows for name in row["values"]})
+    groups = []
+    for group in (*CHART_GROUPS, OTHER_CHARTS):
+        metrics = [name for name in names if chart_group(name) == group]
+        if metrics:
+            groups.append(MetricGroup(kind=group.kind, title=group.title, metrics=metrics))
+    return groups
 
 
 def runs() -> QuerySet[TrainingRun]:

@@ -16,7 +16,15 @@ from tasks.models import TaskSuite
 from training.config import MAX_CONFIG_BYTES, ConfigError
 from training.examples import example, examples
 from training.models import TrainingRun
-from training.run_queries import METRIC_PAGE, metric_rows, run_checkpoints, run_notices, runs
+from training.run_queries import (
+    METRIC_PAGE,
+    chart_rules,
+    metric_groups,
+    metric_rows,
+    run_checkpoints,
+    run_notices,
+    runs,
+)
 from training.services import RunError, cancel_run, create_run, fail_lost_runs, is_resumable, live_group, resume_run
 
 
@@ -62,6 +70,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "run": run,
         "live_group": live_group(run),
         "metrics": metrics,
+        "metric_groups": metric_groups(metrics),
+        "chart_rules": chart_rules(),
         "notices": run_notices(run, metrics),
         "checkpoints": run_checkpoints(run),
         "resumable": is_resumable(run),

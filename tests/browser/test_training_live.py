@@ -26,6 +26,13 @@ pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(tra
 __all__ = ["fake_trainer"]
 
 
+# A run chart by metric name (names are compared, never put in a selector).
+CHART = "(name => [...document.querySelectorAll('.metric-chart')].find((el) => el.dataset.metric === name))"
+CHART_GROUPS = """Object.fromEntries([...document.querySelectorAll('.metric-chart')].map(
+    (el) => [el.dataset.metric, el.closest('[data-chart-group]').dataset.chartGroup]))"""
+X_TICKS = f"{CHART}('loss')._fullLayout.xaxis._vals.map((tick) => tick.text)"
+
+
 def login(page: Any, server: str, user: Any) -> None:
     page.goto(f"{server}/login/")
     page.fill("input[name=username]", user.username)
@@ -66,6 +73,26 @@ def test_the_run_page_chart_shows_metrics_arriving_live(
             6,
         ]
         assert page.evaluate("window.__notReloaded") is True
+        # Charts first seen live land in their kind's group; the empty state gives way to them.
+        assert page.evaluate(CHART_GROUPS) == {
+            "loss": "loss",
+            "learning_rate": "other",
+            "grad_norm": "other",
+            "steps_per_min": "throughput",
+        }
+        assert page.is_hidden("#metrics-empty")
+        # Whole steps on the x axis; a constant learning rate of 1e-5 on a range fitted to it, not -1..1.
+        assert page.evaluate(X_TICKS) == ["1", "2", "3", "4", "5", "6"]
+        low, high = page.evaluate(f"{CHART}('learning_rate')._fullLayout.yaxis.range")
+        assert 0 < low < 1e-5 < high < 2e-5
+        # Smoothing draws an average over the faint raw points; 0 leaves the raw points alone.
+        assert page.evaluate(f"{CHART}('loss').data[1].y.length") == 6
+        assert page.evaluate(f"{CHART}('loss').data[0].opacity") < 1
+        page.fill("#chart-smoothing", "0")
+        assert page.evaluate(f"{CHART}('loss').data[1].y.length") == 0
+        assert page.evaluate(f"{CHART}('loss').layout.yaxis.type") == "linear"  # 2 to 1/3: within 10x
+        page.select_option("#chart-scale", "log")
+        assert page.evaluate(f"{CHART}('loss').layout.yaxis.type") == "log"
         assert page.locator("#checkpoints tr[data-checkpoint]").count() >= 3  # steps 2, 4, 6, live
 
         # A failed run shows its log tail (run here: the worker keeps the slow trainer it started with).
