@@ -106,6 +106,65 @@ class Sweeper(bootsteps.StartStopStep):
             self.timer = None
 
 
+class ConsumerBeat(bootsteps.StartStopStep):
+    """Says in Redis, every CONSUMER_BEAT_S, which queues this worker consumes (core.queue_waits).
+
+    Pages showing a queued row read it to tell whether anything will ever take the job, without
+    a Celery ping that waits on every worker.
+    """
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+    timer: Any = None
+    queues: list[str] = []
+
+    def start(self, parent: Any) -> None:
+        from core.queue_waits import CONSUMER_BEAT_S
+
+        self.queues = sorted(q.name for q in parent.task_consumer.queues)
+        beat_consumer(self.queues, parent.hostname)
+        if self.timer is None:
+            self.timer = parent.timer.call_repeatedly(CONSUMER_BEAT_S, beat_consumer, (self.queues, parent.hostname))
+
+    def stop(self, parent: Any) -> None:
+        # Stopping (shutdown, or a lost connection that start() will follow) withdraws the worker
+        # at once, so a page does not count it for the minute its last beat stays fresh.
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if self.queues:
+            withdraw_consumer(self.queues, parent.hostname)
+
+    shutdown = stop
+
+
+def withdraw_consumer(queues: list[str], node: str) -> None:
+    from django.conf import settings
+
+    from core.queue_waits import forget_consumer
+
+    client = _redis()
+    try:
+        forget_consumer(client, queues, node, settings.REDIS_KEY_PREFIX)
+    except RedisError as exc:
+        logger.warning("could not withdraw this worker from the consumers of %s: %s", ",".join(queues), exc)
+    finally:
+        client.close()
+
+
+def beat_consumer(queues: list[str], node: str) -> None:
+    from django.conf import settings
+
+    from core.queue_waits import record_consumer
+
+    client = _redis()
+    try:
+        record_consumer(client, queues, node, settings.REDIS_KEY_PREFIX)
+    except RedisError as exc:
+        logger.warning("could not record this worker as consuming %s: %s", ",".join(queues), exc)
+    finally:
+        client.close()
+
+
 def sweep_once(period: float) -> dict[str, int] | None:
     """One round of the sweep if this process wins the round's lock; what it redid."""
     from django.conf import settings
@@ -235,4 +294,5 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.task_queues = [Queue(name) for name in JobQueue]
 app.steps["consumer"].add(RequeueLostRollouts)
 app.steps["consumer"].add(Sweeper)
+app.steps["consumer"].add(ConsumerBeat)
 app.autodiscover_tasks(related_name="jobs")
