@@ -41,6 +41,14 @@ def test_the_trend_draws_and_a_disagreement_is_resolved_with_hostile_reasons_kep
     page.click("button[type=submit]")
     page.wait_for_selector("#agreement-trend .main-svg")  # Plotly drew the chart
     assert page.locator("#agreement-trend .scatterlayer .trace").count() == 2  # reviewers, verified reward
+    # The time axis reads as days, and the legend sits clear of the plot and of the dates.
+    layout = "document.getElementById('agreement-trend')._fullLayout"
+    assert page.evaluate(f"{layout}.xaxis.type") == "date"
+    assert page.evaluate(f"{layout}.xaxis._vals.map((tick) => tick.text)") == ["2 Mar 2026", "3 Mar 2026"]
+    legend = page.locator("#agreement-trend .legend").bounding_box()
+    plot = page.locator("#agreement-trend .nsewdrag").bounding_box()
+    dates = page.locator("#agreement-trend .xtick text").last.bounding_box()
+    assert legend["y"] >= max(plot["y"] + plot["height"], dates["y"] + dates["height"])
 
     page.click("text=1 disagreement")
     disputed = Comparison.objects.get(comparison_set=cset, position=1)
