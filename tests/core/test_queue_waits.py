@@ -92,11 +92,18 @@ def test_a_queued_training_run_says_what_it_waits_for(broker: redis.Redis, resea
     assert "celery -A webapp worker -Q training" in page
     assert "<script>alert(1)" not in page
 
+
+def test_a_queued_training_run_with_a_worker_on_its_queue_says_so(
+    broker: redis.Redis, researcher_client: Client
+) -> None:
+    run = TrainingRun.objects.create(kind="sft")
     record_consumer(broker, ["training"], "training@host", PREFIX)
     page = researcher_client.get(reverse("training:run", args=[run.pk])).content.decode()
-    assert "1 worker consuming it" in page and "no worker is consuming" not in page
+    assert "0 jobs waiting there;\n1 worker consuming it" in page and "no worker is consuming" not in page
 
-    TrainingRun.objects.filter(pk=run.pk).update(status="running")
+
+def test_a_running_training_run_shows_no_queue_wait(broker: redis.Redis, researcher_client: Client) -> None:
+    run = TrainingRun.objects.create(kind="sft", status="running")
     assert 'id="queue-wait"' not in researcher_client.get(reverse("training:run", args=[run.pk])).content.decode()
 
 
