@@ -94,3 +94,18 @@ def score_run_job(run_pk: int) -> dict[str, object]:
         return {"run": run_pk, "ran": False}
     logger.info("scoring run %s ended %s in %.1f s", run_pk, run.status, time.monotonic() - started)
     return {"run": run_pk, "ran": True, "status": run.status, "scored": run.scored, "failed": run.failed}
+
+
+@shared_task(queue=JobQueue.REWARDS, time_limit=3600, acks_late=True)
+def reward_check_job(check_pk: int) -> dict[str, object]:
+    """A suite's reward check (rewards.reward_checks). Safe to deliver twice: only the attempt that claims it runs."""
+    from rewards.reward_checks import run_reward_check
+
+    started = time.monotonic()
+    logger.info("reward check %s started", check_pk)
+    check = run_reward_check(check_pk)
+    if check is None:
+        logger.info("reward check %s was not ours to run (held by another attempt, or done)", check_pk)
+        return {"check": check_pk, "ran": False}
+    logger.info("reward check %s ended %s in %.1f s", check_pk, check.status, time.monotonic() - started)
+    return {"check": check_pk, "ran": True, "status": check.status, "blind": check.blind}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rewards.models import RewardSanity
+from rewards.reward_checks import latest_reward_check
 from rewards.services import active_spec
 from tasks.models import Task
 from tasks.registry import SuiteColumn, register_suite_column
@@ -18,7 +19,9 @@ def reward_sanity_by_task(tasks: list[Task]) -> dict[int, RewardSanity]:
 
 def _summarise(tasks: list[Task], checks: dict[int, Any]) -> dict[str, Any]:
     blind = [task for task in tasks if task.pk in checks and not checks[task.pk].separates]
-    return {"blind": blind, "checked": len(checks)}
+    # The page lists one suite's tasks: the latest check of that suite, if any.
+    check = latest_reward_check(tasks[0].suite_id) if tasks else None
+    return {"blind": blind, "checked": len(checks), "check": check}
 
 
 def register() -> None:
@@ -31,5 +34,6 @@ def register() -> None:
             cell_template="rewards/_suite_gap_cell.html",
             summary_template="rewards/_suite_gap_summary.html",
             summarise=_summarise,
+            action_template="rewards/_suite_gap_action.html",
         )
     )

@@ -12,8 +12,10 @@ from core.permissions import role_required
 from core.roles import RESEARCHER
 from rewards.bulk import start_scoring_run
 from rewards.jobs import score_trajectory_job
-from rewards.models import Reward
+from rewards.models import Reward, RewardCheck
+from rewards.reward_checks import RewardCheckError, start_reward_check
 from rewards.services import active_spec
+from tasks.models import TaskSuite
 from trajectories.models import RolloutBatch, Trajectory
 
 # Celery's states, as the status line words them.
@@ -71,3 +73,25 @@ def rescore_status(request: HttpRequest, trajectory_id: str, job_id: str) -> Htt
     if result.state == "FAILURE":
         return _status(request, trajectory, "failed", error=" ".join(str(result.result).split())[:300])
     return _status(request, trajectory, JOB_STATES.get(result.state, "queued"), job_id=job_id)
+
+
+@require_POST
+@role_required(RESEARCHER)
+def check_suite(request: HttpRequest, suite: str) -> HttpResponse:
+    """Start the reward-gap check of the suite in the background; its page shows the check."""
+    suite_obj = get_object_or_404(TaskSuite, name=suite)
+    try:
+        check = start_reward_check(suite_obj, request.user)
+    except RewardCheckError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Reward check #{check.pk} queued for {check.total} task{'s' * (check.total != 1)}.")
+    return redirect("tasks:suite-detail", suite=suite_obj.name)
+
+
+@require_GET
+@role_required()
+def reward_check(request: HttpRequest, suite: str, check_id: int) -> HttpResponse:
+    """The check's status line, which the suite page polls until the check is done."""
+    check = get_object_or_404(RewardCheck.objects.select_related("suite"), pk=check_id, suite__name=suite)
+    return render(request, "rewards/_reward_check.html", {"check": check, "suite": check.suite, "polled": True})

@@ -26,6 +26,8 @@ class SuiteColumn:
     # Rendered above the table with `summary` (what `summarise` made of the values) and `suite`.
     summary_template: str = ""
     summarise: Callable[[list[Task], dict[int, Any]], dict[str, Any]] | None = None
+    # Rendered beside "Validate this suite" with `summary` and `suite`: the column's own action.
+    action_template: str = ""
     title: str = ""
 
 
