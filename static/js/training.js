@@ -107,7 +107,8 @@
       const a = Math.log10(lo);
       const b = Math.log10(hi);
       const pad = Math.max((b - a) * 0.06, 0.05);
-      return { type: "log", range: [a - pad, b + pad], exponentformat: "power" };
+      // Over two decades, label the powers of ten only: the 2s and 5s between crowd a small chart.
+      return { type: "log", range: [a - pad, b + pad], exponentformat: "power", ...(b - a >= 2 ? { dtick: 1 } : {}) };
     }
     const pad = hi > lo ? (hi - lo) * 0.08 : Math.abs(hi) * 0.1 || 1;
     const size = Math.max(Math.abs(lo), Math.abs(hi));
