@@ -51,5 +51,9 @@ def test_a_saved_filter_comes_back_for_its_owner(reviewer_client: Client) -> Non
     assert response.status_code == 302
     html = reviewer_client.get("/trajectories/").content.decode()
     assert '<a href="?flag=eq_override">hacks</a>' in html
-    assert reviewer_client.post("/trajectories/filters/", {"name": "", "query": "x=1"}).status_code == 400
+    nameless = reviewer_client.post("/trajectories/filters/", {"name": "", "query": "x=1"}, follow=True)
+    assert (
+        nameless.redirect_chain == [("/trajectories/?x=1", 302)]
+        and "Name the filter to save it." in nameless.content.decode()
+    )
     assert SavedFilter.objects.count() == 1
