@@ -167,7 +167,8 @@ class ComparisonSetViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSe
         try:
             cset = draw_pairs(form.request(), created_by=request.user)
         except PairsError as exc:
-            raise ValidationError({"non_field_errors": [str(exc)]}) from None
+            # Keyed by the parameter at fault where the refusal names one (side_a, max_pairs, name).
+            raise ValidationError({exc.field or "non_field_errors": [str(exc)]}) from None
         return Response(ComparisonSetSerializer(cset).data, status=status.HTTP_201_CREATED)
 
 

@@ -109,3 +109,13 @@ def test_a_refused_training_set_keeps_the_typed_name_and_the_filter(researcher: 
     assert 'value="3"' in html
     assert 'name="query" value="success=true"' in html
     assert 'aria-invalid="true"' in html
+
+
+def test_the_api_keys_a_refused_comparison_set_by_its_parameter(researcher: User) -> None:
+    SuiteFactory.create(name="s1")
+    body = {"name": "cp", "suite": "s1", "strategy": "random", "side_a": "batch:1"}
+    response = client_for(researcher).post("/api/v1/comparison-sets/", body, content_type="application/json")
+    assert response.status_code == 400
+    problem = response.json()
+    assert problem["errors"] == {"side_a": ["sides A and B belong to the checkpoints strategy"]}
+    assert problem["detail"].startswith("side_a: ")
