@@ -119,3 +119,10 @@ def test_the_api_keys_a_refused_comparison_set_by_its_parameter(researcher: User
     problem = response.json()
     assert problem["errors"] == {"side_a": ["sides A and B belong to the checkpoints strategy"]}
     assert problem["detail"].startswith("side_a: ")
+
+
+def test_an_empty_training_config_is_one_message_beside_its_name(researcher: User) -> None:
+    response = client_for(researcher).post("/training/", {"config": ""})
+    html = response.content.decode("utf-8")
+    assert response.status_code == 400 and response["Content-Type"] == "text/html; charset=utf-8"
+    assert "<code>config</code>: This field is required.</li>" in html and "* config" not in html
