@@ -51,7 +51,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     if not has_role(request.user, RESEARCHER):
         return _list(request, form, {"launch": "only researchers launch training runs"}, status=403)
     if not form.is_valid():
-        return _list(request, form, {"config": " ".join(form.errors["config"])}, status=400)
+        return _list(request, form, {"config": " ".join(str(e) for e in form.errors["config"])}, status=400)
     try:
         run = create_run(form.cleaned_data["config"], request.user)
     except ConfigError as exc:
