@@ -16,6 +16,7 @@ from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tests.factories import PASSWORD, UserFactory
 from tests.long_poles import poles_first
+from trajectories.model_server import ModelServer
 from trajectories.services import import_trajectories
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,6 +152,16 @@ def model_dir() -> str:
 
     fetch(Path(settings.CRUCIBLE_DEFAULT_MODEL))
     return str(settings.CRUCIBLE_DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def model_server(model_dir: str) -> Iterator[ModelServer]:
+    """The bundled model behind `transformers serve`, one per test process for every test that needs
+    it (its start costs about 15 CPU-s; tests/long_poles.py keeps those tests on one worker)."""
+    from trajectories.model_server import serve_model
+
+    with serve_model(model_dir) as server:
+        yield server
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

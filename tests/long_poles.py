@@ -6,6 +6,9 @@ validation) makes every other worker idle at the end. Ordered here instead: the 
 (LONG_POLES, seconds as measured by `make test`'s slowest-tests list on a 2-core box) are spread
 over the slices so each slice's known seconds are about even (longest first), each slice starts
 with its poles, and the rest of the tests fill the slices in collection order.
+
+Tests that share a costly session fixture (TOGETHER: the bundled model behind `transformers serve`)
+go to one slice as one unit, so one worker pays for the fixture once instead of each that meets one.
 """
 
 from __future__ import annotations
@@ -42,7 +45,17 @@ LONG_POLES: dict[str, float] = {
     "tests/reliability/test_stopped_mid_step.py::": 14,
     "tests/tasks/test_rewrite_statements.py::": 13,
     "tests/rewards/test_service.py::test_the_sanity_check_shows_the_reward_gap": 14,
+    "tests/tasks/test_rewrite_statements.py::test_the_bundled_model_rewrites": 30,
+    "tests/trajectories/test_policies_llm.py::test_openai_policy_against_transformers_serve": 10,
 }
+# Units of poles kept in one slice: the tests of the session fixture `model_server` (tests/conftest.py).
+TOGETHER: tuple[tuple[str, ...], ...] = (
+    (
+        "tests/trajectories/test_llm_rollouts.py::test_an_openai_compatible_server",
+        "tests/tasks/test_rewrite_statements.py::test_the_bundled_model_rewrites",
+        "tests/trajectories/test_policies_llm.py::test_openai_policy_against_transformers_serve",
+    ),
+)
 
 
 class Item(Protocol):
@@ -69,18 +82,31 @@ def slice_sizes(count: int, workers: int) -> list[int]:
 def poles_first(items: Sequence[T], workers: int) -> list[T]:
     """`items` reordered so each of `workers` contiguous slices starts with its share of the poles."""
     sizes = slice_sizes(len(items), workers)
-    poles = sorted((i for i in items if known_seconds(i.nodeid)), key=lambda i: -known_seconds(i.nodeid))
+    units = pole_units([i for i in items if known_seconds(i.nodeid)])
+    units.sort(key=lambda unit: -sum(known_seconds(i.nodeid) for i in unit))
     chosen: list[list[T]] = [[] for _ in sizes]
     loads = [0.0] * workers
-    for item in poles:  # longest first, each to the least loaded slice with room
-        room = [w for w in range(workers) if len(chosen[w]) < sizes[w]]
+    for unit in units:  # longest first, each to the least loaded slice with room
+        room = [w for w in range(workers) if len(chosen[w]) + len(unit) <= sizes[w]]
         target = min(room, key=lambda w: loads[w])
-        chosen[target].append(item)
-        loads[target] += known_seconds(item.nodeid)
-    placed = {id(item) for item in poles}
+        chosen[target] += unit
+        loads[target] += sum(known_seconds(item.nodeid) for item in unit)
+    placed = {id(item) for unit in units for item in unit}
     rest = iter(item for item in items if id(item) not in placed)
     ordered: list[T] = []
     for worker, size in enumerate(sizes):
         ordered += chosen[worker]
         ordered += [next(rest) for _ in range(size - len(chosen[worker]))]
     return ordered
+
+
+def pole_units(poles: Sequence[T]) -> list[list[T]]:
+    """The poles as units to place: each TOGETHER group that is there as one, every other pole alone."""
+    units: list[list[T]] = []
+    grouped: set[int] = set()
+    for group in TOGETHER:
+        unit = [item for item in poles if item.nodeid.startswith(group)]
+        if unit:
+            units.append(unit)
+            grouped |= {id(item) for item in unit}
+    return units + [[item] for item in poles if id(item) not in grouped]

@@ -26,7 +26,9 @@ from trajectories.models import RolloutBatch, Step
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-TASKS = ("task_0001", "task_0002", "task_0003", "task_0004")
+# Four rollouts, each several stale windows long under the burners: what a heartbeat that needs a
+# quiet machine would fail on. More only burn the CPU the rest of the suite runs on for longer.
+TASKS = ("task_0001", "task_0002")
 SAMPLES = 2
 BURNERS = 8
 ENV = {"CRUCIBLE_ROLLOUT_STALE_S": "4", "CRUCIBLE_SWEEP_S": "1", "CRUCIBLE_LOST_AFTER_S": "30"}

@@ -28,7 +28,7 @@ from tasks.rewrites import GENERATION_KEY, rewrite_context
 from tasks.services import import_task_dirs
 from tasks.taskdir import task_version
 from tests.conftest import DEMO, client_for
-from trajectories.model_server import ModelServer, serve_model
+from trajectories.model_server import ModelServer
 
 pytestmark = pytest.mark.django_db
 
@@ -359,17 +359,6 @@ def test_the_task_page_marks_a_generated_statement_and_shows_its_prompt_as_text(
 # --- the bundled model behind `transformers serve` ----------------------------------------------
 
 MAX_TOKENS = 100  # a few seconds a task on a CI core; enough for a short issue
-
-
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[ModelServer]:
-    from django.conf import settings
-
-    from scripts.fetch_model import fetch
-
-    fetch(Path(settings.CRUCIBLE_DEFAULT_MODEL))
-    with serve_model(str(settings.CRUCIBLE_DEFAULT_MODEL)) as server:
-        yield server
 
 
 def test_the_bundled_model_rewrites_two_statements_each_judged_and_recorded(

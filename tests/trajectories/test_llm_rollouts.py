@@ -8,7 +8,6 @@ that our own import accepts.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,19 +16,13 @@ from tasks.services import import_task_dirs
 from tests.conftest import DEMO
 from trajectories.batches import start_batch
 from trajectories.exports import iter_trajectory_lines
-from trajectories.model_server import ModelServer, serve_model
+from trajectories.model_server import ModelServer
 from trajectories.models import Trajectory
 from trajectories.rollout_settings import RolloutSettings
 from trajectories.runner import run_trajectory
 from trajectories.schema import ACTION_TYPES, check_record
 
 MAX_STEPS = 2  # two model turns show a multi-step record; each more is seconds of CPU
-
-
-@pytest.fixture(scope="module")
-def model_server(model_dir: str) -> Iterator[ModelServer]:
-    with serve_model(model_dir) as server:
-        yield server
 
 
 def one_task_suite() -> TaskSuite:

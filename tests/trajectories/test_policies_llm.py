@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from trajectories.model_server import ModelServer, free_port, serve_model
+from trajectories.model_server import ModelServer, free_port
 from trajectories.policies.base import Message, PolicyError, PolicyOutput, ToolCall
 from trajectories.policies.chat import derive_seed, parse_tool_call
 from trajectories.policies.hf import HFPolicy
@@ -211,13 +211,8 @@ def test_hf_policy_failures_are_policy_errors(hf_policy: HFPolicy, tmp_path: Pat
 # --- an OpenAI-compatible server ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def served(model_dir: str) -> Iterator[ModelServer]:
-    with serve_model(model_dir) as server:
-        yield server
-
-
-def test_openai_policy_against_transformers_serve(served: ModelServer) -> None:
+def test_openai_policy_against_transformers_serve(model_server: ModelServer) -> None:
+    served = model_server
     policy = OpenAIPolicy(served.base_url, served.model, temperature=0.8, seed=7, max_tokens=MAX_NEW, timeout=120)
     try:
         out = policy.act(FIRST_TURN, TOOLS)
