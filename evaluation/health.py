@@ -216,17 +216,11 @@ def flaky_row() -> Row:
 
 
 def _queue_depths() -> dict[str, int | None]:
-    import redis
+    """Jobs waiting on each queue of this instance: its lists under the instance's key prefix,
+    every priority step counted (core.queue_waits, one round trip each, as the queued pages read it)."""
+    from core.queue_waits import queue_wait
 
-    depths: dict[str, int | None] = {}
-    try:
-        client = redis.Redis.from_url(settings.CELERY_BROKER_URL, socket_timeout=PING_TIMEOUT)
-        for queue in JobQueue:
-            depths[queue.value] = int(client.llen(queue.value))
-    except (redis.RedisError, OSError) as exc:
-        logger.warning("health: queue depths unavailable: %s", exc)
-        depths = {q.value: None for q in JobQueue}
-    return depths
+    return {queue.value: queue_wait(queue.value).jobs_waiting for queue in JobQueue}
 
 
 def _workers() -> list[str] | None:

@@ -154,3 +154,17 @@ def test_a_worker_beats_for_its_queues_from_start_until_it_stops(broker: redis.R
     assert queue_wait(JobQueue.TRAINING).consumers == 1 and len(repeated) == 1
     step.stop(parent)
     assert queue_wait(JobQueue.TRAINING).unconsumed
+
+
+def test_the_health_pages_queue_row_counts_this_instances_jobs(broker: redis.Redis) -> None:
+    from evaluation.health import queue_row
+
+    base, *priorities = queue_list_keys(JobQueue.TRAINING, PREFIX)
+    broker.lpush(base, b"{}", b"{}")
+    broker.lpush(priorities[0], b"{}")
+    broker.lpush(str(JobQueue.ROLLOUTS), b"{}")  # an unprefixed list is no queue of this instance's
+    try:
+        row = queue_row()
+    finally:
+        broker.delete(str(JobQueue.ROLLOUTS))
+    assert "training 3" in row["value"] and "rollouts 0" in row["value"], row
