@@ -121,13 +121,14 @@ def test_an_sft_run_from_the_browser_trains_for_real_and_its_checkpoint_rolls_ou
     import_task_dirs(DEMO / "tasks" / "task_0001", "one")
     import_trajectories(DEMO / "trajectories.jsonl", allow_unknown_tasks=True)
     training_set = demo_verified_set()
-    # The tool list and system prompt alone are ~760 tokens: 1024 keeps the first assistant turn.
-    # A tiny model of the bundled one's architecture and tokenizer: the same TRL step, launcher and
-    # checkpoint path, in seconds (a step of the bundled model on a busy 2-core machine takes minutes).
+    # No max_length: the trainer takes the longest row's (a value that cut a row's last assistant
+    # turn would be refused). A tiny model of the bundled one's architecture and tokenizer: the
+    # same TRL step, launcher and checkpoint path, in seconds (a step of the bundled model on a
+    # busy 2-core machine takes minutes).
     raw = config(
         "sft",
         model={"base_model": str(make_tiny_model(tmp_path / "tiny"))},
-        rl={"max_steps": 1, "max_length": 1024, "batch_size": 1},
+        rl={"max_steps": 1, "batch_size": 1},
         data={"training_set": training_set},
     )
     raw["logging"] = {"save_every_steps": 1}
