@@ -1,9 +1,35 @@
-"""API tokens: a person's named keys for the REST API, stored only as a hash."""
+"""API tokens (a person's named keys for the REST API, stored only as a hash), and the fields every
+leased background run shares (LeasedRun)."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+
+from core.vocabulary import RunStatus, choices
+
+
+class LeasedRun(models.Model):
+    """The lifecycle of long work done by a Celery job: a row moved queued -> running -> succeeded |
+    failed | cancelled (core.states) by the worker that holds it under `attempt`, its liveness
+    `heartbeat_at`; who asked and when it ran. Training runs, scoring runs and reward checks are
+    rows of this shape, declared once here."""
+
+    Status = RunStatus
+
+    status = models.CharField(max_length=16, choices=choices(RunStatus), default=RunStatus.QUEUED, db_index=True)
+    # The worker that claimed the row holds it under this attempt; its beats and its end are fenced by it.
+    attempt = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+        ordering = ["-created_at", "-id"]
 
 
 class ApiToken(models.Model):

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from core.vocabulary import RunStatus, choices
+from core.models import LeasedRun
 from tasks.models import Task
 from trajectories.models import Trajectory
 
@@ -70,7 +70,7 @@ class ScoringFailure(models.Model):
         return f"{self.trajectory_id}@{self.spec_version}: {self.error[:80]}"
 
 
-class ScoringRun(models.Model):
+class ScoringRun(LeasedRun):
     """Verifying many trajectories at once: the `score` command, or POST /api/v1/rewards/score/.
 
     `filters` are the trajectory list's filters it was asked with (`imported`: the imported
@@ -80,57 +80,31 @@ class ScoringRun(models.Model):
     same request again adds nothing.
     """
 
-    Status = RunStatus
-
     filters = models.JSONField(default=dict)
     spec_text = models.TextField(blank=True)
     spec_version = models.CharField(max_length=120)
-    status = models.CharField(max_length=16, choices=choices(RunStatus), default=RunStatus.QUEUED, db_index=True)
-    attempt = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     scored = models.PositiveIntegerField(default=0)  # scored by this run
     skipped = models.PositiveIntegerField(default=0)  # already scored under the spec
     failed = models.PositiveIntegerField(default=0)  # could not be scored (ScoringFailure says why)
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"scoring run {self.pk}: {self.status} {self.done}/{self.total}"
 
 
-class RewardCheck(models.Model):
+class RewardCheck(LeasedRun):
     """Checking a suite's reward gap in the background: the suite page's button (reward_sanity does it inline).
 
     Each task with an expected patch gets its RewardSanity row under `spec_version`; `blind`
     keeps the task ids whose reward could not tell the expected patch from empty and stubs.
     """
 
-    Status = RunStatus
-
     suite = models.ForeignKey("tasks.TaskSuite", on_delete=models.CASCADE, related_name="reward_checks")
     spec_version = models.CharField(max_length=120)
-    status = models.CharField(max_length=16, choices=choices(RunStatus), default=RunStatus.QUEUED, db_index=True)
-    attempt = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     blind = models.JSONField(default=list, blank=True)
-    error = models.TextField(blank=True)
-    created_by = models.ForeignKey("auth.User", null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"reward check {self.pk} of {self.suite_id}: {self.status} {self.done}/{self.total}"

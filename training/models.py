@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from core.vocabulary import CheckpointKind, RunStatus, TrainingKind, choices
+from core.models import LeasedRun
+from core.vocabulary import CheckpointKind, TrainingKind, choices
 
 
 class TrainingSet(models.Model):
@@ -29,7 +30,7 @@ class TrainingSet(models.Model):
         return f"{self.name}@{self.version}"
 
 
-class TrainingRun(models.Model):
+class TrainingRun(LeasedRun):
     """One training job (SFT, reward model, DPO or GRPO) launched through Celery.
 
     `config` is the submitted rl_config (model, environment, rl, data, logging, kind) as
@@ -37,12 +38,10 @@ class TrainingRun(models.Model):
     the `accelerate launch` subprocess, so cancel can stop the whole tree.
     """
 
-    Status = RunStatus
     Kind = TrainingKind
 
     name = models.CharField(max_length=200, blank=True)
     kind = models.CharField(max_length=16, choices=choices(TrainingKind))
-    status = models.CharField(max_length=16, choices=choices(RunStatus), default=RunStatus.QUEUED, db_index=True)
     config = models.JSONField(default=dict)
     config_hash = models.CharField(max_length=64, blank=True)
     output_dir = models.CharField(max_length=500, blank=True)
@@ -52,23 +51,11 @@ class TrainingRun(models.Model):
     )
     pgid = models.IntegerField(null=True, blank=True)
     worker = models.CharField(max_length=200, blank=True)
-    # The launcher that claimed the run holds it under this attempt (core.states); its beats,
-    # log tail and end are fenced by it.
-    attempt = models.PositiveIntegerField(default=0)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     metrics = models.JSONField(default=dict, blank=True)  # the latest value of each metric
     # What it trains on: a training set's name@version or a file, and the train file's hash.
     dataset = models.CharField(max_length=500, blank=True)
     dataset_hash = models.CharField(max_length=64, blank=True)
-    error = models.TextField(blank=True)
     log_tail = models.TextField(blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"run {self.pk}: {self.kind}"
