@@ -8,14 +8,20 @@ export HF_HUB_OFFLINE := 1
 
 .PHONY: setup system-packages run test lint bench reliability
 
+# Each phase prints a numbered line as it starts and how long it took as it ends (scripts/phase.sh);
+# on a restart every phase finds its work done and the whole takes seconds.
 # The project's own bytecode, written once: a machine that sets PYTHONDONTWRITEBYTECODE would
 # otherwise compile every module again in each process it starts (0.6 s of each worker's start).
 PACKAGES := $(patsubst %/__init__.py,%,$(wildcard */__init__.py))
-setup: system-packages $(STAMP)
-	@$(BIN)/python -m compileall -q -j 0 $(PACKAGES) manage.py >/dev/null
-	@$(BIN)/python manage.py migrate --no-input -v0
-	@$(BIN)/python scripts/build_runner_env.py >/dev/null
-	@$(BIN)/python scripts/fetch_model.py
+PHASE := bash scripts/phase.sh
+LOCKED_PACKAGES := $(shell grep -c '==' requirements/lock.txt)
+setup:
+	@$(PHASE) 1 6 "System packages" $(MAKE) -s --no-print-directory system-packages
+	@$(PHASE) 2 6 "Python dependencies (pip, $(LOCKED_PACKAGES) packages)" $(MAKE) -s --no-print-directory $(STAMP)
+	@$(PHASE) 3 6 "Bytecode" bash -c '$(BIN)/python -m compileall -q -j 0 $(PACKAGES) manage.py >/dev/null'
+	@$(PHASE) 4 6 "Database migrations" $(BIN)/python manage.py migrate --no-input -v0
+	@$(PHASE) 5 6 "Sandbox test-runner venv" bash -c '$(BIN)/python scripts/build_runner_env.py >/dev/null'
+	@$(PHASE) 6 6 "Bundled model (SmolLM2-135M, converted once)" $(BIN)/python scripts/fetch_model.py
 
 # System packages: installed only when missing and only when we may (root).
 SYSTEM_NEEDS := bwrap:bubblewrap redis-server:redis-server chromium:chromium git:git podman:podman runc:runc \
@@ -32,11 +38,11 @@ system-packages:
 
 $(STAMP): requirements/lock.txt
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@echo "installing Python dependencies into $(VENV)"
-	@# This machine's pip config names index folders that may not exist; pip warns about
-	@# each one. Those lines are noise; any real failure still fails the build.
-	@set -o pipefail; $(BIN)/pip install -q --disable-pip-version-check -r requirements/lock.txt 2>&1 \
-	  | { grep -v "is neither a file nor a directory" || true; }
+	@# pip's own lines show its progress (Collecting, Downloading, Installing). This machine's pip
+	@# config names index folders that may not exist; pip warns about each one. Those lines are
+	@# noise; any real failure still fails the build. --line-buffered: each line as pip writes it.
+	@set -o pipefail; $(BIN)/pip install --disable-pip-version-check -r requirements/lock.txt 2>&1 \
+	  | { grep --line-buffered -v "is neither a file nor a directory" || true; }
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: setup

