@@ -8,6 +8,9 @@ class EvaluationConfig(AppConfig):
 
     def ready(self) -> None:
         from core.sweep import register
+        from evaluation import checkpoint_sections
         from evaluation.services import refresh_running_evals
 
         register("evaluations", refresh_running_evals)
+        # The checkpoint page (training's) lists the evaluations of the checkpoint.
+        checkpoint_sections.register()

@@ -8,7 +8,8 @@ from typing import Any, TypedDict
 
 from django.db.models import QuerySet
 
-from core.vocabulary import TrainingKind
+from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
+from core.vocabulary import DEFAULT_BACKEND, TrainingKind
 from training.models import Checkpoint, RunMetric, TrainingRun
 
 RUN_ROWS = 200
@@ -90,6 +91,11 @@ def metric_rows(run: TrainingRun, after: int | None = None) -> list[dict[str, An
         return [{"step": step, "values": values} for step, values in reversed(latest)]
     later = rows.filter(step__gt=after).order_by("step", "id").values_list("step", "values")[:METRIC_PAGE]
     return [{"step": step, "values": values} for step, values in later]
+
+
+def rollout_defaults() -> dict[str, object]:
+    """The settings of a checkpoint's "Roll out with this checkpoint" form (training/_rollout_with.html)."""
+    return {"sandbox": DEFAULT_BACKEND.value, "temperature": TEMPERATURE_DEFAULT, "max_steps": MAX_STEPS_DEFAULT}
 
 
 def run_checkpoints(run: TrainingRun) -> QuerySet[Checkpoint]:

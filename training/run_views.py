@@ -8,10 +8,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from core.limits import MAX_STEPS_DEFAULT, TEMPERATURE_DEFAULT
 from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
-from core.vocabulary import DEFAULT_BACKEND, TrainingKind
+from core.vocabulary import TrainingKind
 from tasks.models import TaskSuite
 from training.config import MAX_CONFIG_BYTES, ConfigError
 from training.examples import example, examples
@@ -21,6 +20,7 @@ from training.run_queries import (
     chart_rules,
     metric_groups,
     metric_rows,
+    rollout_defaults,
     run_checkpoints,
     run_notices,
     runs,
@@ -76,11 +76,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "checkpoints": run_checkpoints(run),
         "resumable": is_resumable(run),
         "suites": TaskSuite.objects.order_by("name").values_list("name", flat=True),
-        "rollout": {
-            "sandbox": DEFAULT_BACKEND.value,
-            "temperature": TEMPERATURE_DEFAULT,
-            "max_steps": MAX_STEPS_DEFAULT,
-        },
+        "rollout": rollout_defaults(),
     }
     return render(request, "training/run_detail.html", context)
 
