@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 # when torch is first imported, which this module leaves to the policy's first use.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# A peft adapter checkpoint: low-rank weights over a base model that its config names.
+ADAPTER_CONFIG = "adapter_config.json"
 # Written by scripts/fetch_model.py; its content hash names the checkpoint in provenance.
 FETCH_MARKER = ".crucible-fetch.json"
 MAX_THREADS = 4  # a 135M model gains nothing past a few cores; more only contends with sandboxes
@@ -67,9 +69,36 @@ def model_path_error(model_path: str) -> str | None:
     path = Path(model_path).expanduser()
     if not path.is_dir():
         return f"no model directory at {model_path} (scripts/fetch_model.py makes the bundled one)"
+    if (path / ADAPTER_CONFIG).is_file():
+        try:
+            adapter_base(path)
+        except PolicyError as exc:
+            return str(exc)
+        return None
     if not (path / "config.json").is_file():
         return f"{model_path} has no config.json: not a transformers checkpoint"
     return None
+
+
+def adapter_base(path: Path) -> Path:
+    """The base model an adapter checkpoint (peft's adapter_config.json) was trained on; a PolicyError
+    when it is not a model directory on this host, since the adapter alone cannot act."""
+    try:
+        saved = json.loads((path / ADAPTER_CONFIG).read_text())
+    except (OSError, ValueError) as exc:
+        raise PolicyError(f"cannot read {path / ADAPTER_CONFIG}: {exc}") from None
+    base = saved.get("base_model_name_or_path") if isinstance(saved, dict) else None
+    if not isinstance(base, str) or not base.strip():
+        raise PolicyError(f"the adapter at {path} does not name its base model (base_model_name_or_path)")
+    found = Path(base).expanduser()
+    if not found.is_absolute():
+        found = (path / found).resolve()
+    if not (found / "config.json").is_file():
+        raise PolicyError(
+            f"the adapter at {path} needs its base model at {base}, which is not a model directory here; "
+            "put the base there to load the adapter"
+        )
+    return found
 
 
 def torch_threads() -> int:
@@ -198,9 +227,20 @@ def _load(model_path: str, fmt: NumberFormat, device: str) -> LoadedModel:
 
     hf_logging.disable_progress_bar()
     dtype = _read_dtype(fmt, device)
+    adapter = Path(model_path).expanduser()
+    base = adapter_base(adapter) if (adapter / ADAPTER_CONFIG).is_file() else None
     try:
-        tokenizer: Any = AutoTokenizer.from_pretrained(model_path)
-        model: Any = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, attn_implementation="sdpa")
+        # An adapter checkpoint keeps the tokenizer it was trained with; one saved without falls back to the base's.
+        tokenizer_path = model_path if base is None or (adapter / "tokenizer_config.json").is_file() else str(base)
+        tokenizer: Any = AutoTokenizer.from_pretrained(tokenizer_path)
+        model: Any = AutoModelForCausalLM.from_pretrained(
+            str(base or model_path), dtype=dtype, attn_implementation="sdpa"
+        )
+        if base is not None:
+            from peft import PeftModel
+
+            # Merged into the base's weights: generation then costs what the base's does.
+            model = PeftModel.from_pretrained(model, model_path).merge_and_unload()
     except (OSError, ValueError) as exc:
         raise PolicyError(f"cannot load model {model_path!r} (run scripts/fetch_model.py?): {exc}") from exc
     model.to(device).eval()
