@@ -21,12 +21,21 @@ from core.vocabulary import CheckpointKind, TrainingKind, values
 from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
 from training.queries import find_training_set, set_spec
-from training.schema import GRPO_MODES, RL_KEYS, check_model, check_rl, whole
+from training.schema import (
+    GRPO_MODES,
+    RL_KEYS,
+    TARGET_MODULES,
+    check_model,
+    check_rl,
+    targets_error,
+    weight_modules,
+    whole,
+)
 
 # The keys of the rl_config shape; those Crucible does not use are accepted and kept as given,
 # so a config written for another set-up in this shape validates. Anything else is a typo worth reporting.
 SECTIONS: dict[str, frozenset[str]] = {
-    "model": frozenset({"base_model", "load_in_4bit", "torch_dtype"}),
+    "model": frozenset({"base_model", "load_in_4bit", "torch_dtype", "lora"}),
     "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
     "rl": RL_KEYS,
     "data": frozenset({"training_set", "train_file", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}),
@@ -127,7 +136,8 @@ def check(raw: dict[str, Any]) -> RunConfig:
     data, logging_ = c.section("data"), c.section("logging")
 
     rl = _check_rl(c, rl, kind)
-    for key, message in check_model(model).items():
+    model, model_errors = check_model(model)
+    for key, message in model_errors.items():
         c.error(key, message)
     if kind is TrainingKind.GRPO:
         mode = environment.get("mode", "single_turn")
@@ -141,6 +151,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
         logging_["save_every_steps"] = save_every
 
     base_dir, base_checkpoint = _resolve_model(c, model, kind)
+    _check_targets(c, model, base_dir)
     training_set, train_file = _resolve_data(c, data, kind)
     if c.errors or kind is None or base_dir is None:
         raise ConfigError(c.errors)
@@ -200,6 +211,18 @@ def _resolve_model(
         c.error("model.base_model", f"checkpoint {checkpoint.pk} is a reward model; a {kind} run needs a policy")
     model["base_model"] = str(path.resolve())
     return path.resolve(), checkpoint
+
+
+def _check_targets(c: _Checker, model: dict[str, Any], base_dir: Path | None) -> None:
+    """model.lora.target_modules against the base's modules, where its weights are on this host (the
+    trainer checks again against the loaded model)."""
+    lora = model.get("lora")
+    if base_dir is None or not isinstance(lora, dict) or TARGET_MODULES not in lora:
+        return
+    modules = weight_modules(base_dir)
+    problem = targets_error(lora[TARGET_MODULES], modules) if modules else None
+    if problem:
+        c.error(f"model.lora.{TARGET_MODULES}", problem)
 
 
 def _resolve_data(

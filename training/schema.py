@@ -8,8 +8,10 @@ with the same defaults, because both read this table. Plain Python: the trainer 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from core.vocabulary import TrainingKind
@@ -161,21 +163,132 @@ RL_SETTINGS: tuple[Setting, ...] = (
 RL = {setting.key: setting for setting in RL_SETTINGS}
 # Keys of the rl section that Crucible accepts and keeps without using (other set-ups use them).
 RL_KEPT = frozenset({"trajectory_dir"})
-# Crucible's trainers update every weight; transformers trains 4-bit weights only through adapters (peft),
-# which they do not attach, and bitsandbytes' 4-bit kernels need CUDA.
-LOAD_IN_4BIT = (
-    "must be false: Crucible's trainers update every weight, and 4-bit weights train only through adapters "
-    "(peft), which they do not attach (4-bit loading also needs CUDA and bitsandbytes); to save memory set "
-    "model.torch_dtype: bfloat16 or lower rl.batch_size and rl.max_length"
-)
 RL_KEYS = frozenset(RL) | RL_KEPT
 
+# A run trains every weight unless `model.lora` asks for low-rank adapters (peft), which then alone train;
+# 4-bit weights train only that way, and their loading (CUDA, bitsandbytes) is not wired in.
+LOAD_IN_4BIT = (
+    "must be false: 4-bit weights train only through adapters (model.lora), and Crucible's trainers do not "
+    "load 4-bit weights (that needs CUDA and bitsandbytes); to save memory set model.lora, "
+    "model.torch_dtype: bfloat16 or lower rl.batch_size and rl.max_length"
+)
+# The numbers of `model.lora`: peft's LoraConfig r, lora_alpha and lora_dropout.
+LORA_SETTINGS: tuple[Setting, ...] = (
+    Setting("r", True, 16, "the adapters' rank", 1, maximum=4096, message="must be a whole number from 1 to 4096"),
+    Setting(
+        "alpha",
+        True,
+        32,
+        "the adapters' scale is alpha / r",
+        1,
+        maximum=65536,
+        message="must be a whole number from 1 to 65536",
+    ),
+    Setting("dropout", False, 0.05, "dropout on the adapters' input", 0, maximum=1, below=True),
+)
+LORA = {setting.key: setting for setting in LORA_SETTINGS}
+# Every linear layer but the output head (peft's "all-linear"), or a list of module names.
+ALL_LINEAR = "all-linear"
+TARGET_MODULES = "target_modules"
+LORA_KEYS = frozenset(LORA) | {TARGET_MODULES}
+TARGETS_RULE = (
+    f"must be {ALL_LINEAR} or a list of module names of the model (e.g. [q_proj, v_proj]), "
+    "each the last part of a module's name"
+)
 
-def check_model(model: dict[str, Any]) -> dict[str, str]:
-    """An error per `model` key that no trainer can honour (keyed `model.<key>`)."""
+
+def check_model(model: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """`model` with `lora` checked and its defaults filled in, and an error per key no trainer can honour
+    (keyed `model.<key>`, `model.lora.<key>`)."""
+    out = dict(model)
+    errors: dict[str, str] = {}
     if "load_in_4bit" in model and model["load_in_4bit"] is not False:
-        return {"model.load_in_4bit": LOAD_IN_4BIT}
-    return {}
+        errors["model.load_in_4bit"] = LOAD_IN_4BIT
+    if model.get("lora") is not None:
+        out["lora"], lora_errors = check_lora(model["lora"])
+        errors.update(lora_errors)
+    return out, errors
+
+
+def check_lora(lora: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """`model.lora` with its defaults filled in, and an error per bad key (keyed `model.lora.<key>`)."""
+    if not isinstance(lora, dict):
+        return {}, {"model.lora": "must be a mapping of r, alpha, dropout and target_modules"}
+    errors = {
+        f"model.lora.{key}": f"unknown key (known: {', '.join(sorted(LORA_KEYS))})"
+        for key in lora
+        if key not in LORA_KEYS
+    }
+    out: dict[str, Any] = {}
+    for setting in LORA_SETTINGS:
+        got = setting.coerce(lora.get(setting.key, setting.default))
+        if got is None:
+            errors[f"model.lora.{setting.key}"] = rule(setting)
+        else:
+            out[setting.key] = got
+    targets = lora.get(TARGET_MODULES, ALL_LINEAR)
+    if isinstance(targets, str) and targets.strip():
+        targets = targets.strip() if targets.strip() == ALL_LINEAR else [targets.strip()]
+    if targets == ALL_LINEAR or (
+        isinstance(targets, list)
+        and targets
+        and all(isinstance(name, str) and name.strip() and name.strip() != ALL_LINEAR for name in targets)
+    ):
+        out[TARGET_MODULES] = targets if targets == ALL_LINEAR else [name.strip() for name in targets]
+    else:
+        errors[f"model.lora.{TARGET_MODULES}"] = TARGETS_RULE
+    return out, errors
+
+
+def missing_targets(targets: str | list[str], module_names: set[str]) -> list[str]:
+    """The names in `targets` that match no module of the model, as peft matches them (the whole
+    name or its last parts)."""
+    if targets == ALL_LINEAR:
+        return []
+    return [
+        target for target in targets if not any(name == target or name.endswith(f".{target}") for name in module_names)
+    ]
+
+
+def targets_error(targets: str | list[str], module_names: set[str]) -> str | None:
+    """What `model.lora.target_modules` is told when some of its names are not the model's modules."""
+    missing = missing_targets(targets, module_names)
+    if not missing:
+        return None
+    last = sorted({name.rsplit(".", 1)[-1] for name in module_names if name})
+    return (
+        f"{', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not a module of the model "
+        f"(its modules end in: {', '.join(last[:40])}{', ...' if len(last) > 40 else ''}); or use {ALL_LINEAR}"
+    )
+
+
+def weight_modules(model_dir: Path) -> set[str] | None:
+    """The modules a checkpoint holds weights of, from its safetensors headers (no torch); None when
+    the directory has no safetensors to read them from."""
+    index = model_dir / "model.safetensors.index.json"
+    try:
+        if index.is_file():
+            keys = set(json.loads(index.read_text())["weight_map"])
+        else:
+            with (model_dir / "model.safetensors").open("rb") as handle:
+                size = int.from_bytes(handle.read(8), "little")
+                if not 0 < size <= SAFETENSORS_HEADER_LIMIT:
+                    return None
+                keys = set(json.loads(handle.read(size))) - {"__metadata__"}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    names = {key.rsplit(".", 1)[0] for key in keys if "." in key}
+    try:
+        saved = json.loads((model_dir / "config.json").read_text())
+    except (OSError, ValueError):
+        saved = {}
+    # A head tied to the embeddings is a module whose weight is saved once, under the embeddings.
+    if isinstance(saved, dict) and saved.get("tie_word_embeddings"):
+        names.add("lm_head")
+    return names
+
+
+SAFETENSORS_HEADER_LIMIT = 100 * 1024 * 1024
 
 
 def rule(setting: Setting) -> str:
@@ -259,6 +372,20 @@ def bounds(setting: Setting) -> str:
     high = "" if setting.maximum is None else f"{'<' if setting.below else '≤'} {_shown(setting.maximum)}"
     kind = "whole number" if setting.whole else "number"
     return ", ".join(part for part in (kind, low, high) if part)
+
+
+def lora_doc_rows() -> list[str]:
+    """The rows of docs/training.md's table of `model.lora` (a test keeps the page in step)."""
+    rows = [
+        f"| `{setting.key}` | {_shown(setting.default)} | {bounds(setting)} | {setting.help} |"
+        for setting in LORA_SETTINGS
+        if setting.default is not None
+    ]
+    rows.append(
+        f"| `{TARGET_MODULES}` | `{ALL_LINEAR}` | `{ALL_LINEAR}` or a list of module names | the layers that get "
+        "adapters: every linear layer but the output head, or the modules whose names end in these |"
+    )
+    return rows
 
 
 def doc_rows() -> list[str]:

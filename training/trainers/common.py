@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from transformers import TrainerCallback
 
 from core.vocabulary import TrainingKind, values
-from training.schema import GRPO_MODES, RL, check_model, check_rl, whole
+from training.schema import ALL_LINEAR, GRPO_MODES, RL, TARGET_MODULES, check_model, check_rl, targets_error, whole
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -105,6 +105,7 @@ class TrainerConfig:
     seed: int = int(RL["seed"].default)  # type: ignore[arg-type]
     save_every_steps: int = 0  # 0: only the final checkpoint
     mode: str = "single_turn"
+    lora: dict[str, Any] | None = None  # model.lora as checked: adapters train, the base's weights stay
     environment: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
 
@@ -149,8 +150,9 @@ def read_config(run_dir: Path) -> TrainerConfig:
     mode = environment.get("mode", "single_turn")
     if mode not in GRPO_MODES:
         raise TrainerError(f"config.environment.mode must be one of {', '.join(GRPO_MODES)}, not {mode!r}")
-    for key, message in check_model(model).items():
-        raise TrainerError(f"config.{key} {message}, not {model.get(key.removeprefix('model.'))!r}")
+    model, model_errors = check_model(model)
+    for key, message in model_errors.items():
+        raise TrainerError(f"config.{key} {message}, not {_given(raw, key)!r}")
     rl, errors = check_rl(rl, TrainingKind(kind))
     if errors:
         key, message = next(iter(errors.items()))
@@ -168,8 +170,39 @@ def read_config(run_dir: Path) -> TrainerConfig:
         **{key: rl[key] for key in RL if key in rl},
         save_every_steps=save_every,
         mode=str(mode),
+        lora=model.get("lora"),
         environment=environment,
         raw=raw,
+    )
+
+
+def _given(raw: dict[str, Any], dotted: str) -> Any:
+    """The value at a dotted key of the config as written (None where it is absent)."""
+    value: Any = raw
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def peft_config(config: TrainerConfig, model: Any, task_type: str) -> Any:
+    """peft's LoraConfig for the run's model.lora (None without it: every weight trains).
+
+    The names in target_modules are checked against the loaded model here, because the config may
+    name the base's modules wrongly and peft would only say so deep in the trainer's set-up."""
+    if config.lora is None:
+        return None
+    from peft import LoraConfig
+
+    targets = config.lora[TARGET_MODULES]
+    problem = targets_error(targets, {name for name, _ in model.named_modules()})
+    if problem:
+        raise TrainerError(f"config.model.lora.{TARGET_MODULES}: {problem}")
+    return LoraConfig(
+        r=int(config.lora["r"]),
+        lora_alpha=int(config.lora["alpha"]),
+        lora_dropout=float(config.lora["dropout"]),
+        target_modules=ALL_LINEAR if targets == ALL_LINEAR else list(targets),
+        task_type=task_type,
     )
 
 

@@ -16,6 +16,7 @@ from training.trainers.common import (
     load_tokenizer,
     log,
     model_context,
+    peft_config,
     torch_dtype,
     training_arguments,
 )
@@ -42,11 +43,14 @@ def train(config: TrainerConfig) -> None:
         log(f"dpo: {fit.longer} of {len(rows)} pairs are cut at {fit.max_length} tokens (the model's context)")
     trainer = DPOTrainer(
         model=model,
-        ref_model=None,  # TRL loads the base again, frozen, as the reference
+        # TRL loads the base again, frozen, as the reference; with model.lora the reference is the model
+        # with its adapters switched off (no second copy).
+        ref_model=None,
         args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=[callback],
+        peft_config=peft_config(config, model, "CAUSAL_LM"),
     )
     finish_setup(trainer)
     if not len(trainer.train_dataset):  # type: ignore[arg-type]  # a Dataset here, not a stream

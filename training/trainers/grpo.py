@@ -23,6 +23,7 @@ from training.trainers.common import (
     finish_setup,
     load_tokenizer,
     log,
+    peft_config,
     read_jsonl,
     torch_dtype,
     training_arguments,
@@ -175,6 +176,7 @@ def train(config: TrainerConfig) -> None:
         processing_class=tokenizer,
         callbacks=[EventCallback("policy", {"prompts_dropped_for_length": float(len(rows) - len(kept))})],
         environment_factory=CrucibleEnv if agent else None,
+        peft_config=peft_config(config, model, "CAUSAL_LM"),
     )
     finish_setup(trainer)
     log(

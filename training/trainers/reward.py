@@ -18,6 +18,7 @@ from training.trainers.common import (
     load_tokenizer,
     log,
     model_context,
+    peft_config,
     torch_dtype,
     training_arguments,
 )
@@ -47,6 +48,7 @@ def train(config: TrainerConfig) -> None:
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=[callback],
+        peft_config=peft_config(config, model, "SEQ_CLS"),
     )
     finish_setup(trainer)
     dropped = len(rows) - len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset here, not a stream

@@ -21,6 +21,7 @@ from training.trainers.common import (
     log,
     measure,
     model_context,
+    peft_config,
     read_jsonl,
     torch_dtype,
     training_arguments,
@@ -102,6 +103,7 @@ def train(config: TrainerConfig) -> None:
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         callbacks=[callback],
+        peft_config=peft_config(config, model, "CAUSAL_LM"),
     )
     finish_setup(trainer)
     kept = len(trainer.train_dataset)  # type: ignore[arg-type]  # a Dataset here, not a stream
