@@ -20,6 +20,7 @@ from tests.training.trainer_support import (
     make_tiny_model,
     of,
     parse_events,
+    preference_rows,
     run_config,
     sft_rows,
     train_in_process,
@@ -176,3 +177,22 @@ def test_docs_table_of_lora_says_what_the_schema_says() -> None:
     guide = (ROOT / "docs" / "training.md").read_text()
     missing = [row for row in lora_doc_rows() if row not in guide]
     assert not missing, "docs/training.md's model.lora table differs from training/schema.py:\n" + "\n".join(missing)
+
+
+@pytest.mark.parametrize(("kind", "head"), [("dpo", None), ("reward", "score")])
+def test_dpo_and_reward_runs_train_adapters_only(tiny: Path, tmp_path: Path, kind: str, head: str | None) -> None:
+    from safetensors.torch import load_file
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", preference_rows())
+    # Left out, max_length is the longest pair: the reward trainer would drop the longer ones.
+    run_config(tmp_path / "run", kind, tiny, data, {"max_length": 600} if kind == "dpo" else {"batch_size": 1})
+    _with_lora(tmp_path / "run", {"r": 2, "target_modules": ["v_proj"]})
+    code, events = train_in_process(tmp_path / "run")
+    assert code == 0, events[-1]
+    (checkpoint,) = of(events, "checkpoint")
+    path = Path(checkpoint["path"])
+    assert (path / "adapter_config.json").is_file() and not (path / "model.safetensors").exists()
+    keys = set(load_file(str(path / "adapter_model.safetensors")))
+    assert any("v_proj.lora_A" in key for key in keys)
+    # A reward model's score head is new: it trains in full and is saved with the adapters.
+    assert any(f"{head}." in key for key in keys) if head else not any("score" in key for key in keys)
