@@ -6,7 +6,6 @@ the workers it starts, and the dashboard shows `demo_check_rows` until every one
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -16,8 +15,6 @@ from rewards.models import RewardCheck
 from rewards.reward_checks import RewardCheckError, start_reward_check
 from tasks.models import TaskSuite, ValidationRun
 from tasks.services import start_validation_run
-
-logger = logging.getLogger(__name__)
 
 DEMO_SUITES = ("demo", "demo-adversarial")  # the suites `make run` loads from demo/
 # Fewer than the button's 5: enough to catch a flaky demo test, sooner done on a fresh machine.
@@ -62,7 +59,6 @@ def start_demo_checks() -> DemoChecksQueued:
                     skipped.append(f"{suite.name}: {exc}")
                 else:
                     reward_checks.append(suite.name)
-    logger.info("demo checks queued: validations %s, reward checks %s, skipped %s", validations, reward_checks, skipped)
     return DemoChecksQueued(validations, reward_checks, skipped)
 
 
