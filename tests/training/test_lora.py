@@ -17,6 +17,7 @@ from tests.training.trainer_support import (
     REPO,
     chat_of,
     demo_trajectories,
+    grpo_rows,
     make_tiny_model,
     of,
     parse_events,
@@ -196,3 +197,22 @@ def test_dpo_and_reward_runs_train_adapters_only(tiny: Path, tmp_path: Path, kin
     assert any("v_proj.lora_A" in key for key in keys)
     # A reward model's score head is new: it trains in full and is saved with the adapters.
     assert any(f"{head}." in key for key in keys) if head else not any("score" in key for key in keys)
+
+
+def test_a_grpo_run_trains_adapters_with_the_verified_reward(tiny: Path, tmp_path: Path) -> None:
+    data = write_jsonl(tmp_path / "prompts.jsonl", grpo_rows())
+    run_config(
+        tmp_path / "run",
+        "grpo",
+        tiny,
+        data,
+        {"num_generations": 2, "max_new_tokens": 8, "kl_coef": 0.05},
+        environment={"mode": "single_turn"},
+    )
+    _with_lora(tmp_path / "run", {"r": 2})
+    code, events = train_in_process(tmp_path / "run")
+    assert code == 0, events[-1]
+    assert len(of(events, "rollout")) == 2
+    (checkpoint,) = of(events, "checkpoint")
+    adapter = json.loads((Path(checkpoint["path"]) / "adapter_config.json").read_text())
+    assert adapter["r"] == 2 and adapter["target_modules"]
