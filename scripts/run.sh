@@ -26,9 +26,11 @@ fi
 rm -f var/log/seed.txt
 $BIN/python manage.py seed_demo
 # The demo's first start queues a validation run and a reward check of each demo suite, once
-# (webapp.demo_checks): the workers below run them and the dashboard follows them. The server
-# starts whether or not they could be queued.
-$BIN/python manage.py verify_demo || echo "warning: the demo checks were not queued (see above); the suite pages can start them"
+# (webapp.demo_checks): the workers below run them and the dashboard follows them. In the
+# background: the server neither waits for it (one Django start less before the first page) nor
+# depends on it; the jobs wait in Redis until the workers are up.
+{ $BIN/python manage.py verify_demo \
+    || echo "warning: the demo checks were not queued (see above); the suite pages can start them"; } &
 
 # Several checkouts may share one Redis: each keeps its jobs and live events under its own name.
 INSTANCE_INFO=$($BIN/python manage.py shell -v 0 -c "

@@ -3,6 +3,9 @@ reward check of each demo suite once, and the dashboard follows them until they 
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
@@ -99,3 +102,11 @@ def test_the_dashboard_shows_the_demo_checks_until_they_are_done(demo_suites: li
     polled = client.get("/", headers={"HX-Request": "true", "HX-Target": "demo-checks"}).content.decode()
     assert '<div id="demo-checks"></div>' in polled and "every 3s" not in polled  # done: the polling stops
     assert "Checking the demo" not in client.get("/").content.decode()
+
+
+def test_make_run_queues_the_demo_checks_after_loading_the_demo_without_waiting_for_them() -> None:
+    run = (Path(__file__).resolve().parents[2] / "scripts" / "run.sh").read_text()
+    load = re.search(r"^\$BIN/python manage\.py \w+_demo$", run, re.MULTILINE)  # the demo's loading line
+    verify = re.search(r"^\{ \$BIN/python manage\.py verify_demo \\\n.*\}\s*&$", run, re.MULTILINE)
+    assert load is not None and verify is not None
+    assert load.start() < verify.start() < run.index("start_workers\n")
