@@ -166,11 +166,14 @@ RL_KEPT = frozenset({"trajectory_dir"})
 RL_KEYS = frozenset(RL) | RL_KEPT
 
 # A run trains every weight unless `model.lora` asks for low-rank adapters (peft), which then alone train;
-# 4-bit weights train only that way, and their loading (CUDA, bitsandbytes) is not wired in.
+# 4-bit weights (QLoRA) train only that way, and bitsandbytes' 4-bit kernels need CUDA.
 LOAD_IN_4BIT = (
-    "must be false: 4-bit weights train only through adapters (model.lora), and Crucible's trainers do not "
-    "load 4-bit weights (that needs CUDA and bitsandbytes); to save memory set model.lora, "
-    "model.torch_dtype: bfloat16 or lower rl.batch_size and rl.max_length"
+    "must be false unless model.lora is set: 4-bit weights train only through adapters (model.lora); "
+    "to save memory set model.lora, model.torch_dtype: bfloat16 or lower rl.batch_size and rl.max_length"
+)
+LOAD_IN_4BIT_NEEDS = (
+    "needs CUDA and the bitsandbytes package where the trainer runs (its 4-bit kernels); "
+    "set it false, or run on a GPU host with bitsandbytes installed"
 )
 # The numbers of `model.lora`: peft's LoraConfig r, lora_alpha and lora_dropout.
 LORA_SETTINGS: tuple[Setting, ...] = (
@@ -202,7 +205,10 @@ def check_model(model: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     (keyed `model.<key>`, `model.lora.<key>`)."""
     out = dict(model)
     errors: dict[str, str] = {}
-    if "load_in_4bit" in model and model["load_in_4bit"] is not False:
+    four_bit = model.get("load_in_4bit", False)
+    if not isinstance(four_bit, bool):
+        errors["model.load_in_4bit"] = "must be true or false"
+    elif four_bit and model.get("lora") is None:
         errors["model.load_in_4bit"] = LOAD_IN_4BIT
     if model.get("lora") is not None:
         out["lora"], lora_errors = check_lora(model["lora"])

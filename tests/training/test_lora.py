@@ -216,3 +216,43 @@ def test_a_grpo_run_trains_adapters_with_the_verified_reward(tiny: Path, tmp_pat
     (checkpoint,) = of(events, "checkpoint")
     adapter = json.loads((Path(checkpoint["path"]) / "adapter_config.json").read_text())
     assert adapter["r"] == 2 and adapter["target_modules"]
+
+
+@pytest.mark.django_db
+def test_load_in_4bit_is_taken_with_lora_and_refused_by_a_trainer_without_cuda_and_bitsandbytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from training.trainers import common
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text("{}\n")
+    raw = {"kind": "sft", "model": {"base_model": MODEL, "load_in_4bit": True}, "data": {"train_file": str(data)}}
+    with pytest.raises(ConfigError) as caught:
+        check(raw)
+    assert caught.value.errors["model.load_in_4bit"].startswith("must be false unless model.lora is set")
+    with pytest.raises(ConfigError) as caught:
+        check({**raw, "model": {"base_model": MODEL, "load_in_4bit": "yes", "lora": {}}})
+    assert caught.value.errors == {"model.load_in_4bit": "must be true or false"}
+    accepted = check({**raw, "model": {"base_model": MODEL, "load_in_4bit": True, "lora": {"r": 8}}}).config
+    assert accepted["model"]["load_in_4bit"] is True
+
+    monkeypatch.setattr(common, "four_bit_available", lambda: False)
+    with pytest.raises(TrainerError, match="config.model.load_in_4bit needs CUDA and the bitsandbytes package"):
+        read_config_of(accepted, tmp_path)
+    monkeypatch.setattr(common, "four_bit_available", lambda: True)
+    trainer = read_config_of(accepted, tmp_path)
+    assert trainer.load_in_4bit and trainer.lora is not None
+    # On a GPU host the base is read as NF4 onto the process's own GPU, computing in bfloat16.
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    kwargs = common.quantized(trainer)
+    config = kwargs["quantization_config"]
+    assert (
+        config.load_in_4bit
+        and config.bnb_4bit_quant_type == "nf4"
+        and str(config.bnb_4bit_compute_dtype) == ("torch.bfloat16")
+    )
+    assert kwargs["device_map"] == {"": 1}
+    assert (
+        common.quantized(read_config_of({**accepted, "model": {**accepted["model"], "load_in_4bit": False}}, tmp_path))
+        == {}
+    )

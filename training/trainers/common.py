@@ -20,7 +20,17 @@ from typing import TYPE_CHECKING, Any, TextIO
 from transformers import TrainerCallback
 
 from core.vocabulary import TrainingKind, values
-from training.schema import ALL_LINEAR, GRPO_MODES, RL, TARGET_MODULES, check_model, check_rl, targets_error, whole
+from training.schema import (
+    ALL_LINEAR,
+    GRPO_MODES,
+    LOAD_IN_4BIT_NEEDS,
+    RL,
+    TARGET_MODULES,
+    check_model,
+    check_rl,
+    targets_error,
+    whole,
+)
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -105,6 +115,7 @@ class TrainerConfig:
     seed: int = int(RL["seed"].default)  # type: ignore[arg-type]
     save_every_steps: int = 0  # 0: only the final checkpoint
     mode: str = "single_turn"
+    load_in_4bit: bool = False  # the base's weights in 4 bits (bitsandbytes, CUDA), only under lora
     lora: dict[str, Any] | None = None  # model.lora as checked: adapters train, the base's weights stay
     environment: dict[str, Any] = field(default_factory=dict)
     raw: dict[str, Any] = field(default_factory=dict)
@@ -153,6 +164,8 @@ def read_config(run_dir: Path) -> TrainerConfig:
     model, model_errors = check_model(model)
     for key, message in model_errors.items():
         raise TrainerError(f"config.{key} {message}, not {_given(raw, key)!r}")
+    if model.get("load_in_4bit") and not four_bit_available():
+        raise TrainerError(f"config.model.load_in_4bit {LOAD_IN_4BIT_NEEDS}")
     rl, errors = check_rl(rl, TrainingKind(kind))
     if errors:
         key, message = next(iter(errors.items()))
@@ -170,6 +183,7 @@ def read_config(run_dir: Path) -> TrainerConfig:
         **{key: rl[key] for key in RL if key in rl},
         save_every_steps=save_every,
         mode=str(mode),
+        load_in_4bit=bool(model.get("load_in_4bit")),
         lora=model.get("lora"),
         environment=environment,
         raw=raw,
@@ -182,6 +196,35 @@ def _given(raw: dict[str, Any], dotted: str) -> Any:
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return value
+
+
+def four_bit_available() -> bool:
+    import importlib.util
+
+    import torch
+
+    return torch.cuda.is_available() and importlib.util.find_spec("bitsandbytes") is not None
+
+
+def quantized(config: TrainerConfig) -> dict[str, Any]:
+    """from_pretrained's arguments for model.load_in_4bit (QLoRA: NF4 weights, computing in the run's
+    dtype, bfloat16 by default); none without it."""
+    if not config.load_in_4bit:
+        return {}
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    compute = torch_dtype(config) if config.raw.get("model", {}).get("torch_dtype") else torch.bfloat16
+    return {
+        "quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=compute,
+        ),
+        # 4-bit weights cannot be moved after loading: each process loads its copy onto its own GPU.
+        "device_map": {"": int(os.environ.get("LOCAL_RANK", "0"))},
+    }
 
 
 def peft_config(config: TrainerConfig, model: Any, task_type: str) -> Any:

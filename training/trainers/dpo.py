@@ -17,6 +17,7 @@ from training.trainers.common import (
     log,
     model_context,
     peft_config,
+    quantized,
     torch_dtype,
     training_arguments,
 )
@@ -32,7 +33,7 @@ def train(config: TrainerConfig) -> None:
     # keep_start: a longer pair loses its end, where the submitted patch (what was judged) is.
     fit = fit_max_length(config.max_length, pair_lengths(tokenizer, rows), model_context(config.base_model), cuts=True)
     log(f"dpo: max_length {fit.max_length} ({'given' if config.max_length else 'the longest pair'})")
-    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
+    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config), **quantized(config))
     args = DPOConfig(
         **training_arguments(config),
         max_length=fit.max_length,

@@ -24,6 +24,7 @@ from training.trainers.common import (
     load_tokenizer,
     log,
     peft_config,
+    quantized,
     read_jsonl,
     torch_dtype,
     training_arguments,
@@ -153,7 +154,7 @@ def train(config: TrainerConfig) -> None:
         CrucibleEnv.scorer = scorer
         CrucibleEnv.command_timeout = float(config.environment.get("timeout_seconds", 60) or 60)
     kept = prompts_within(tokenizer, rows, config.max_prompt_length)
-    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
+    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config), **quantized(config))
     shared = training_arguments(config)
     shared["include_num_input_tokens_seen"] = False  # GRPO counts its own tokens (num_tokens)
     args = GRPOConfig(

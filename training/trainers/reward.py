@@ -19,6 +19,7 @@ from training.trainers.common import (
     log,
     model_context,
     peft_config,
+    quantized,
     torch_dtype,
     training_arguments,
 )
@@ -36,7 +37,7 @@ def train(config: TrainerConfig) -> None:
     fit = fit_max_length(config.max_length, lengths, model_context(config.base_model), cuts=False)
     log(f"reward: max_length {fit.max_length} ({'given' if config.max_length else 'the longest pair'})")
     model = AutoModelForSequenceClassification.from_pretrained(
-        str(config.base_model), num_labels=1, dtype=torch_dtype(config)
+        str(config.base_model), num_labels=1, dtype=torch_dtype(config), **quantized(config)
     )
     # Batches of pairs are padded; the classifier finds each sequence's last token by the pad id.
     model.config.pad_token_id = tokenizer.pad_token_id

@@ -22,6 +22,7 @@ from training.trainers.common import (
     measure,
     model_context,
     peft_config,
+    quantized,
     read_jsonl,
     torch_dtype,
     training_arguments,
@@ -87,7 +88,7 @@ def train(config: TrainerConfig) -> None:
         cuts=True,  # keep_start: a longer conversation loses its end
     )
     log(f"sft: max_length {fit.max_length} ({'given' if config.max_length else 'the longest row'})")
-    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config))
+    model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config), **quantized(config))
     args = SFTConfig(
         **training_arguments(config),
         max_length=fit.max_length,
