@@ -47,6 +47,9 @@ LONG_POLES: dict[str, float] = {
     "tests/rewards/test_service.py::test_the_sanity_check_shows_the_reward_gap": 14,
     "tests/tasks/test_rewrite_statements.py::test_the_bundled_model_rewrites": 30,
     "tests/trajectories/test_policies_llm.py::test_openai_policy_against_transformers_serve": 10,
+    "tests/training/test_lora.py::test_a_lora_sft_run_saves_an_adapter": 45,
+    "tests/training/test_lora.py::test_a_grpo_run_trains_adapters": 33,
+    "tests/training/test_lora.py::test_dpo_and_reward_runs_train_adapters_only[dpo": 28,
 }
 # Units of poles kept in one slice: the tests of the session fixture `model_server` (tests/conftest.py).
 TOGETHER: tuple[tuple[str, ...], ...] = (
