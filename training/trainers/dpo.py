@@ -12,15 +12,14 @@ from training.trainers.common import (
     TrainerConfig,
     TrainerError,
     finish_setup,
-    fit_max_length,
     load_tokenizer,
     log,
-    model_context,
     peft_config,
     quantized,
     torch_dtype,
     training_arguments,
 )
+from training.trainers.lengths import fit_max_length, model_context
 from training.trainers.preferences import pair_lengths, preference_rows
 
 

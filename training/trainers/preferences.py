@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from training.trainers.common import RowLength, TrainerError, measure, read_jsonl
+from training.trainers.common import TrainerError, read_jsonl
+from training.trainers.lengths import RowLength, measure
 from training.trainers.sft import ROLES, plain_message
 
 PREFERENCE_KEYS = ("prompt", "chosen", "rejected")

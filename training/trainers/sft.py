@@ -16,17 +16,15 @@ from training.trainers.common import (
     TrainerConfig,
     TrainerError,
     finish_setup,
-    fit_max_length,
     load_tokenizer,
     log,
-    measure,
-    model_context,
     peft_config,
     quantized,
     read_jsonl,
     torch_dtype,
     training_arguments,
 )
+from training.trainers.lengths import fit_max_length, measure, model_context
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
