@@ -82,7 +82,9 @@ def test_the_reward_vs_pass_at_k_page_without_points_says_what_is_missing_and_ho
     assert 'id="reward-vs-pass"' not in html and "reward-vs-pass-data" not in html  # no empty chart
     assert "no evaluated checkpoints" in html and "curve (3 logged steps)" in html
     assert "Evaluate two or more of its checkpoints" in html and "--checkpoint ID" in html
-    assert f"id <code>{first.pk}</code> ckpt-10 (step 10)" in html and "rm (step" not in html
+    checkpoint_page = reverse("training:checkpoint", args=[first.pk])
+    assert f'id <code>{first.pk}</code> <a href="{checkpoint_page}">ckpt-10</a> (step 10)' in html
+    assert "rm</a> (step" not in html
 
     bare = TrainingRun.objects.create(kind="sft")
     html = client_for(reviewer).get(reverse("evaluation:reward-vs-pass", args=[bare.pk])).content.decode()

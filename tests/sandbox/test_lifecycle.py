@@ -54,7 +54,12 @@ def test_a_background_process_does_not_outlive_its_command(box: Sandbox) -> None
     assert processes_with("sleep 876501") == []
 
 
-def test_killing_the_parent_kills_the_sandbox_and_the_next_start_reaps_its_dir(repo: Path) -> None:
+def test_killing_the_parent_kills_the_sandbox_and_the_next_start_reaps_its_dir(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A sandboxes root of this test's own (the parent inherits it): in the shared one, another xdist
+    # worker's sandbox start reaps the dead parent's directory before this test looks at it.
+    monkeypatch.setenv("CRUCIBLE_SANDBOX_DIR", str(tmp_path / "sandboxes"))
     script = textwrap.dedent(f"""
         import sys, time
         from sandbox import Sandbox
