@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,17 +11,16 @@ import pytest
 
 from tests.training.runs import MODEL
 from tests.training.trainer_support import (
-    REPO,
     chat_of,
     demo_trajectories,
     grpo_rows,
     make_tiny_model,
     of,
-    parse_events,
     preference_rows,
     run_config,
     sft_rows,
     train_in_process,
+    train_in_subprocess,
     write_jsonl,
 )
 from training.config import ConfigError, check
@@ -56,17 +52,7 @@ def test_a_lora_sft_run_saves_an_adapter_that_acts_as_the_hf_policy(tiny: Path, 
     data = write_jsonl(tmp_path / "sft.jsonl", rows)
     run_config(tmp_path / "run", "sft", tiny, data, {"max_steps": 1, "batch_size": 1})
     _with_lora(tmp_path / "run", {"r": 4, "alpha": 8, "dropout": 0, "target_modules": ["q_proj", "v_proj"]})
-    done = subprocess.run(
-        [sys.executable, "-m", "training.trainers", str(tmp_path / "run")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    events = parse_events(done.stdout)
+    events = train_in_subprocess(tmp_path / "run")
     assert events[-1] == {"event": "done", "status": "succeeded"}
     (checkpoint,) = of(events, "checkpoint")
     assert checkpoint["kind"] == "policy"

@@ -3,24 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.training.trainer_support import (
-    REPO,
     chat_of,
     demo_trajectories,
     make_tiny_model,
     of,
-    parse_events,
     preference_rows,
     run_config,
     sft_rows,
     train_in_process,
+    train_in_subprocess,
     write_jsonl,
 )
 from training.trainers.common import clean_checkpoint, load_tokenizer
@@ -43,17 +39,7 @@ def test_sft_runs_as_a_subprocess_and_its_checkpoint_serves_as_the_hf_policy(tin
     rows = [{"messages": chat_of(t, 1), "tools": TOOLS} for t in demo_trajectories() if t.get("success")][:2]
     data = write_jsonl(tmp_path / "sft.jsonl", rows)
     run_config(tmp_path / "run", "sft", tiny, data, {"max_steps": 2, "batch_size": 1, "max_length": 1152})
-    done = subprocess.run(
-        [sys.executable, "-m", "training.trainers", str(tmp_path / "run")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    events = parse_events(done.stdout)
+    events = train_in_subprocess(tmp_path / "run")
     metrics = of(events, "metric")
     assert [m["step"] for m in metrics] == [1, 2]
     assert metrics[0]["values"]["dropped_for_length"] == 0 and metrics[0]["values"]["truncated_for_length"] == 1

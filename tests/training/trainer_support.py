@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
@@ -132,6 +135,21 @@ def train_in_process(run_dir: Path) -> tuple[int, list[dict[str, Any]]]:
     with redirect_stdout(out):
         code = main([str(run_dir)])
     return code, parse_events(out.getvalue())
+
+
+def train_in_subprocess(run_dir: Path) -> list[dict[str, Any]]:
+    """`python -m training.trainers RUN_DIR`, the launcher's command, run to success; its events."""
+    done = subprocess.run(
+        [sys.executable, "-m", "training.trainers", str(run_dir)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return parse_events(done.stdout)
 
 
 def parse_events(text: str) -> list[dict[str, Any]]:
