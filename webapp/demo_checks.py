@@ -16,7 +16,8 @@ from rewards.reward_checks import RewardCheckError, start_reward_check
 from tasks.models import TaskSuite, ValidationRun
 from tasks.services import start_validation_run
 
-DEMO_SUITES = ("demo", "demo-adversarial")  # the suites `make run` loads from demo/
+DEMO_SUITE, ADVERSARIAL_SUITE = "demo", "demo-adversarial"  # the suites seed_demo loads from demo/
+DEMO_SUITES = (DEMO_SUITE, ADVERSARIAL_SUITE)
 # Fewer than the button's 5: enough to catch a flaky demo test, sooner done on a fresh machine.
 DEMO_VALIDATION_RUNS = 3
 

@@ -16,6 +16,7 @@ from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from trajectories.models import Trajectory
 from trajectories.services import import_trajectories
+from webapp.demo_checks import ADVERSARIAL_SUITE, DEMO_SUITE
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
 ADMIN_PASSWORD_FILE = "admin_password"  # noqa: S105 - a file name, not a password
@@ -35,20 +36,20 @@ class Command(BaseCommand):
             admin_password = ensure_logins(username)
         except ImproperlyConfiguredEnv as exc:
             raise CommandError(str(exc)) from None
-        if not TaskSuite.objects.filter(name="demo").exists():
-            result = import_task_dirs(DEMO_DIR / "tasks", "demo", "train")
+        if not TaskSuite.objects.filter(name=DEMO_SUITE).exists():
+            result = import_task_dirs(DEMO_DIR / "tasks", DEMO_SUITE, "train")
             self.stdout.write(f"demo suite: {result.created} tasks")
             traj = import_trajectories(DEMO_DIR / "trajectories.jsonl")
             self.stdout.write(f"demo trajectories: {traj.created}")
             # What the demo files say about their outcomes is only claimed; the reward service's
             # scores (once a worker runs) are what the pages set beside them, e.g. the parse_config
             # example, which claims no success, and the reward hack, which claims one it lacks.
-            demo = Trajectory.objects.filter(suite__name="demo").values_list("trajectory_id", flat=True)
+            demo = Trajectory.objects.filter(suite__name=DEMO_SUITE).values_list("trajectory_id", flat=True)
             ids = [str(t) for t in demo]
             transaction.on_commit(lambda: [score_trajectory_job.delay(i) for i in ids])
-        if not TaskSuite.objects.filter(name="demo-adversarial").exists():
+        if not TaskSuite.objects.filter(name=ADVERSARIAL_SUITE).exists():
             # Adversarial traps (docs/formats.md): their passes (or flags) give each policy's cheat rate.
-            result = import_task_dirs(DEMO_DIR / "adversarial", "demo-adversarial", "adversarial")
+            result = import_task_dirs(DEMO_DIR / "adversarial", ADVERSARIAL_SUITE, "adversarial")
             self.stdout.write(f"adversarial suite: {result.created} tasks")
         var = Path(settings.VAR_DIR)
         if admin_password is not None:
