@@ -58,6 +58,28 @@ def test_int4_layers_compute_what_their_float_weights_do(rows: int) -> None:
     assert torch.allclose(head(x), expected, atol=0.02 * float(expected.abs().max()))
 
 
+def test_without_native_bfloat16_a_prompt_runs_on_the_checkpoints_own_float32_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    weight = on_q4_grid(96, 128)
+    # Emulated bfloat16 (an AVX2 CPU): the prompt's product is float32's, over the weight itself, not a copy.
+    monkeypatch.setattr(quantized, "native_bfloat16", lambda: False)
+    model = nn.Sequential(linear(weight))
+    model.get_output_embeddings = lambda: None  # type: ignore[assignment, method-assign]
+    assert quantized.to_int4(model, only_if_on_grid=True)
+    layer = model[0]
+    assert isinstance(layer, quantized.Int4Linear)
+    assert layer.dense.dtype == torch.float32 and layer.dense.data_ptr() == weight.data_ptr()
+    prompt = torch.randn(1, 40, 128)
+    assert torch.allclose(layer(prompt), prompt @ weight.T, atol=1e-5)
+    # Native bfloat16: the prompt's copy is bfloat16, as fast as the kernel's input.
+    monkeypatch.setattr(quantized, "native_bfloat16", lambda: True)
+    model = nn.Sequential(linear(weight))
+    model.get_output_embeddings = lambda: None  # type: ignore[assignment, method-assign]
+    assert quantized.to_int4(model, only_if_on_grid=True)
+    assert model[0].dense.dtype == torch.bfloat16
+
+
 def test_weights_off_the_grid_are_left_as_they_are_unless_int4_is_asked_for(tmp_path: Path) -> None:
     from transformers import AutoModelForCausalLM
 

@@ -14,9 +14,15 @@ norms, attention and the residual stream stay float32. A greedy reply is then as
 as bfloat16 arithmetic allows: where two tokens are nearly tied it may take the other one
 (bench/model_speed.py measures how often).
 
-Memory is what it costs: the layers keep a bfloat16 copy of their weights for prompts (DENSE_ROWS),
-212 MB for the bundled model, so a process holding it in int4 had 684 MB of private memory after a
-step against float32's 321 (whose weights stay a shared mapping of the checkpoint file).
+A prompt (more than DENSE_ROWS rows) is computed as a plain matrix product instead, in bfloat16 where
+the CPU computes bfloat16 natively (AVX512-BF16 or AMX): the layers keep a bfloat16 copy of their
+weights, 212 MB for the bundled model, so a process holding it in int4 had 684 MB of private memory
+after a step against float32's 321 (whose weights stay a shared mapping of the checkpoint file).
+Where it does not (AVX2: most laptops, many servers), bfloat16 is emulated and a product of the
+agent's ~1,000-token prompt ran 8.5 times slower than float32's (92 against 11 ms for one of the
+model's 576×1536 layers): the prompt then goes through the checkpoint's own float32 weights (no copy:
+they are already on the grid) and only decoding uses the kernel. The agent's first step with 64
+tokens: 15.2 s in int4 with the bfloat16 copy against 6.5 in float32 on such a CPU.
 
 For inference only: the checkpoint on disk is never touched, and trainers load their own float32
 copy.
@@ -106,25 +112,29 @@ class Int4Linear(nn.Module):
 
     packed: torch.Tensor
     scales_and_zeros: torch.Tensor
-    dense: torch.Tensor  # the same weights in bfloat16, for prompts
+    dense: torch.Tensor  # the same weights for prompts: bfloat16, or float32 where bfloat16 is emulated
     bias: torch.Tensor | None
 
-    def __init__(self, linear: nn.Linear, grid: Grid) -> None:
+    def __init__(self, linear: nn.Linear, grid: Grid, dense_dtype: torch.dtype = torch.bfloat16) -> None:
         super().__init__()
         self.out_features = linear.out_features
         packed, scales_and_zeros = _pack(grid.levels, grid.scale, grid.offset + 8 * grid.scale)
-        dequantized = grid.levels.reshape(*grid.scale.shape, GROUP) * grid.scale[..., None] + grid.offset[..., None]
+        if dense_dtype == torch.float32 and grid.off_grid <= ON_GRID and linear.weight.dtype == torch.float32:
+            dense = linear.weight.detach()  # already the grid's values: shared with the checkpoint, no copy
+        else:
+            dequantized = grid.levels.reshape(*grid.scale.shape, GROUP) * grid.scale[..., None] + grid.offset[..., None]
+            dense = dequantized.reshape(grid.levels.shape).to(dense_dtype)
         self.register_buffer("packed", packed, persistent=False)
         self.register_buffer("scales_and_zeros", scales_and_zeros, persistent=False)
-        self.register_buffer("dense", dequantized.reshape(grid.levels.shape).to(torch.bfloat16), persistent=False)
+        self.register_buffer("dense", dense, persistent=False)
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach(), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rows = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        rows = x.reshape(-1, x.shape[-1])
         if rows.shape[0] > DENSE_ROWS:
-            y = F.linear(rows, self.dense)
+            y = F.linear(rows.to(self.dense.dtype), self.dense)
         else:
-            y = torch._weight_int4pack_mm_for_cpu(rows, self.packed, GROUP, self.scales_and_zeros)
+            y = torch._weight_int4pack_mm_for_cpu(rows.to(torch.bfloat16), self.packed, GROUP, self.scales_and_zeros)
         y = y.to(x.dtype).view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
 
@@ -161,6 +171,12 @@ class Int8Head(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
+def native_bfloat16() -> bool:
+    """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX) rather than emulating it."""
+    cpu = torch.cpu
+    return bool(cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
+
+
 def to_int4(model: nn.Module, *, only_if_on_grid: bool) -> bool:
     """Convert `model` (a float causal LM from transformers, on the CPU) in place; whether it was.
 
@@ -170,6 +186,7 @@ def to_int4(model: nn.Module, *, only_if_on_grid: bool) -> bool:
     the kernel cannot take; the model is then untouched either way.
     """
     head = model.get_output_embeddings()  # type: ignore[operator]
+    dense_dtype = torch.bfloat16 if native_bfloat16() else torch.float32
     swaps: list[tuple[nn.Module, str, nn.Module]] = []
     # Converted one layer at a time, so a trained checkpoint is refused at its first layer and the
     # int32 levels of the whole model are never held at once.
@@ -184,7 +201,9 @@ def to_int4(model: nn.Module, *, only_if_on_grid: bool) -> bool:
             grid = q8_grid(child.weight) if child is head else q4_grid(child.weight)
             if only_if_on_grid and grid.off_grid > ON_GRID:
                 return False
-            swaps.append((parent, name, Int8Head(child, grid) if child is head else Int4Linear(child, grid)))
+            swaps.append(
+                (parent, name, Int8Head(child, grid) if child is head else Int4Linear(child, grid, dense_dtype))
+            )
     for parent, name, replacement in swaps:
         setattr(parent, name, replacement)
     if swaps:
