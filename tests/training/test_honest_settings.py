@@ -153,3 +153,21 @@ def test_clipped_generations_are_reported_by_name() -> None:
     with redirect_stdout(io.StringIO()) as out:
         callback.on_log(None, state, None, logs={"completions/clipped_ratio": 1.0})  # type: ignore[arg-type]
     assert parse_events(out.getvalue())[0]["values"]["clipped_ratio"] == 1.0
+
+
+@pytest.mark.parametrize("native", [False, True])
+def test_bfloat16_mixed_precision_only_where_the_cpu_computes_it(
+    native: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import torch
+    import trl
+
+    from training.trainers import common
+
+    # TRL's configs turn bf16 on by default; an AVX2 CPU emulates it, several times slower than float32.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(common, "native_bfloat16", lambda: native)
+    data = write_jsonl(tmp_path / "sft.jsonl", sft_rows())
+    run_config(tmp_path / "run", "sft", BUNDLED, data, {})
+    arguments = common.training_arguments(read_config(tmp_path / "run"))
+    assert trl.SFTConfig(**arguments).bf16 is native

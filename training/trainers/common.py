@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from transformers import TrainerCallback
 
+from core.hardware import native_bfloat16
 from core.vocabulary import TrainingKind, values
 from training.schema import (
     ALL_LINEAR,
@@ -304,6 +305,15 @@ def torch_dtype(config: TrainerConfig) -> Any:
     return dtype
 
 
+def bfloat16_training() -> bool:
+    """Mixed precision in bfloat16: on a GPU that has it, or a CPU that computes it in hardware."""
+    import torch
+
+    if torch.cuda.is_available():
+        return bool(torch.cuda.is_bf16_supported())
+    return native_bfloat16()
+
+
 def training_arguments(config: TrainerConfig) -> dict[str, Any]:
     """The TrainingArguments every kind shares, from the config's rl section."""
     import torch
@@ -327,6 +337,9 @@ def training_arguments(config: TrainerConfig) -> dict[str, Any]:
         "report_to": [],
         "disable_tqdm": True,
         "use_cpu": not torch.cuda.is_available(),
+        # TRL turns bfloat16 mixed precision on by default. A CPU without bfloat16 in hardware (AVX2)
+        # emulates it: a step ran several times slower than in float32 there.
+        "bf16": bfloat16_training(),
         # Recomputing activations saves GPU memory on big models; on a CPU it only costs time.
         "gradient_checkpointing": torch.cuda.is_available(),
         "dataloader_num_workers": 0,

@@ -36,6 +36,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from core.hardware import native_bfloat16
+
 GROUP = 32  # weights sharing one scale: GGUF's block, and a group size the kernel takes
 # The 4-bit kernel is built for a few rows (decoding); past this many (a prompt), a bfloat16 matrix
 # product over the same weights is faster. CPU time for 70 of the model's layers: even at 32 rows,
@@ -169,12 +171,6 @@ class Int8Head(nn.Module):
         halves = torch._weight_int4pack_mm_for_cpu(rows, self.packed, GROUP, self.scales_and_zeros).to(x.dtype)
         y = (halves[:, : self.out_features] + halves[:, self.out_features :]).view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
-
-
-def native_bfloat16() -> bool:
-    """Whether this CPU computes bfloat16 in hardware (AVX512-BF16 or AMX) rather than emulating it."""
-    cpu = torch.cpu
-    return bool(cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
 
 
 def to_int4(model: nn.Module, *, only_if_on_grid: bool) -> bool:
