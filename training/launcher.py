@@ -12,12 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import queue
-import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -43,10 +40,10 @@ from core.vocabulary import (
     Termination,
     TrajectorySource,
 )
-from rewards.services import probe_secret
 from tasks.models import Task
 from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model, local_checkpoint, publish_checkpoint
 from training.models import Checkpoint, RunMetric, TrainingRun
+from training.processes import trainer_command, trainer_environment
 from training.services import (
     HEARTBEAT_SECONDS,
     RunError,
@@ -90,36 +87,6 @@ def _rollout_step(raw: Any) -> dict[str, Any] | None:
         "thought": str(raw.get("thought") or ""),
         "observation": str(raw.get("observation") or ""),
     }
-
-
-def trainer_environment() -> dict[str, str]:
-    """The trainer's environment: ours, plus the reward service's probe key, so that the rewards a
-    GRPO run scores in-process are the verdicts the reward service would give (the same probes, the
-    same changed values), not a second scorer keyed by chance."""
-    return {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "CRUCIBLE_PROBE_SECRET": probe_secret().hex(),
-    }
-
-
-def trainer_command(directory: Path) -> list[str]:
-    """`accelerate launch ... -m training.trainers <run_dir>`. Several GPUs or machines are an
-    accelerate config file (CRUCIBLE_ACCELERATE_CONFIG), not code; without one, one process,
-    on the CPU when the host has no GPU."""
-    module = os.environ.get("CRUCIBLE_TRAINER_MODULE", "training.trainers")
-    if os.environ.get("CRUCIBLE_TRAINING_LAUNCHER", "accelerate") == "python":
-        return [sys.executable, "-u", "-m", module, str(directory)]
-    command = [sys.executable, "-m", "accelerate.commands.launch"]
-    config_file = os.environ.get("CRUCIBLE_ACCELERATE_CONFIG", "")
-    if config_file:
-        command += ["--config_file", config_file]
-    else:
-        command += ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
-        if shutil.which("nvidia-smi") is None or os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-            command.append("--cpu")
-    return [*command, "-m", module, str(directory)]
 
 
 @cache

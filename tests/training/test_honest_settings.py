@@ -151,7 +151,7 @@ def test_clipped_generations_are_reported_by_name() -> None:
     callback = EventCallback("policy")
     state = SimpleNamespace(global_step=1, num_input_tokens_seen=0)
     with redirect_stdout(io.StringIO()) as out:
-        callback.on_log(None, state, None, logs={"completions/clipped_ratio": 1.0})  # type: ignore[arg-type]
+        callback.on_log(SimpleNamespace(world_size=1), state, None, logs={"completions/clipped_ratio": 1.0})  # type: ignore[arg-type]
     assert parse_events(out.getvalue())[0]["values"]["clipped_ratio"] == 1.0
 
 

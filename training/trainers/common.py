@@ -417,7 +417,8 @@ class EventCallback(TrainerCallback):
         self._clock, self._last_step, self._last_tokens = now, state.global_step, tokens
         values.update(self.extra)
         self.latest.update(values)
-        emit({"event": "metric", "step": state.global_step, "values": values})
+        # How many processes train together, as the Trainer's own process group counts them.
+        emit({"event": "metric", "step": state.global_step, "values": values, "world_size": args.world_size})
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any) -> None:
         path = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"

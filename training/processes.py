@@ -1,0 +1,69 @@
+"""The trainer's command line and environment: `accelerate launch`, in one process or several."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from rewards.services import probe_secret
+from trajectories.model_server import free_port
+
+PROCESSES_ENV = "CRUCIBLE_TRAINER_PROCESSES"
+MAX_PROCESSES = 64
+
+
+def trainer_environment() -> dict[str, str]:
+    """The trainer's environment: ours, plus the reward service's probe key, so that the rewards a
+    GRPO run scores in-process are the verdicts the reward service would give (the same probes, the
+    same changed values), not a second scorer keyed by chance."""
+    return {
+        **os.environ,
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "CRUCIBLE_PROBE_SECRET": probe_secret().hex(),
+        **({} if has_gpu() else {"ACCELERATE_USE_CPU": "true"}),
+    }
+
+
+def trainer_processes() -> int:
+    """CRUCIBLE_TRAINER_PROCESSES: how many processes train one run together (data parallel), 1 by default."""
+    given = os.environ.get(PROCESSES_ENV, "1").strip() or "1"
+    try:
+        processes = int(given)
+    except ValueError:
+        raise ImproperlyConfigured(f"{PROCESSES_ENV}={given[:40]!r} is not a whole number") from None
+    if not 1 <= processes <= MAX_PROCESSES:
+        raise ImproperlyConfigured(f"{PROCESSES_ENV}={processes} is not between 1 and {MAX_PROCESSES}")
+    return processes
+
+
+def trainer_command(directory: Path) -> list[str]:
+    """`accelerate launch ... -m training.trainers <run_dir>`. Several machines, DeepSpeed or FSDP are
+    an accelerate config file (CRUCIBLE_ACCELERATE_CONFIG), not code. Without one: one process, or
+    CRUCIBLE_TRAINER_PROCESSES of them in data parallel (DDP: NCCL on GPUs, gloo on a CPU)."""
+    module = os.environ.get("CRUCIBLE_TRAINER_MODULE", "training.trainers")
+    if os.environ.get("CRUCIBLE_TRAINING_LAUNCHER", "accelerate") == "python":
+        return [sys.executable, "-u", "-m", module, str(directory)]
+    command = [sys.executable, "-m", "accelerate.commands.launch"]
+    config_file = os.environ.get("CRUCIBLE_ACCELERATE_CONFIG", "")
+    if config_file:
+        command += ["--config_file", config_file]
+    else:
+        processes = trainer_processes()
+        command += ["--num_processes", str(processes), "--num_machines", "1", "--mixed_precision", "no"]
+        command += ["--dynamo_backend", "no"]
+        if processes > 1:
+            # accelerate's --cpu starts one process whatever --num_processes says; its multi-process
+            # launcher (torch.distributed.run) with ACCELERATE_USE_CPU (trainer_environment) is DDP over gloo.
+            command += ["--multi_gpu", "--main_process_port", str(free_port())]
+        elif not has_gpu():
+            command.append("--cpu")
+    return [*command, "-m", module, str(directory)]
+
+
+def has_gpu() -> bool:
+    return shutil.which("nvidia-smi") is not None and os.environ.get("CUDA_VISIBLE_DEVICES") != ""
