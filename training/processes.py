@@ -66,4 +66,5 @@ def trainer_command(directory: Path) -> list[str]:
 
 
 def has_gpu() -> bool:
+    """Whether the trainer would find a GPU, asked without importing torch (the launcher runs in a web worker)."""
     return shutil.which("nvidia-smi") is not None and os.environ.get("CUDA_VISIBLE_DEVICES") != ""

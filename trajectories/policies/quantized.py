@@ -39,9 +39,10 @@ from torch import nn
 from core.hardware import native_bfloat16
 
 GROUP = 32  # weights sharing one scale: GGUF's block, and a group size the kernel takes
-# The 4-bit kernel is built for a few rows (decoding); past this many (a prompt), a bfloat16 matrix
-# product over the same weights is faster. CPU time for 70 of the model's layers: even at 32 rows,
-# 36 against 23 ms at 64, 530 against 396 at 1,000 (the agent's first prompt is ~1,000 tokens).
+# The 4-bit kernel is built for a few rows (decoding); past this many (a prompt), a plain matrix
+# product over the same weights (bfloat16, or float32 where bfloat16 is emulated) is faster. CPU
+# time for 70 of the model's layers in bfloat16: even at 32 rows, 36 against 23 ms at 64, 530
+# against 396 at 1,000 (the agent's first prompt is ~1,000 tokens).
 DENSE_ROWS = 32
 # A weight that came from the format sits on its level up to float rounding (exactly, for every weight
 # of the bundled model); one a training step moved is anywhere between two.
