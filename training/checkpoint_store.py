@@ -30,6 +30,7 @@ from core.artefacts import staged
 from core.objectstore import StoreError
 from core.storage import object_store, remote_storage, sha256_file
 from training.models import Checkpoint
+from training.trainers.resume import is_state_file
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +72,9 @@ def _manifest_for(checkpoint: Checkpoint, root: Path) -> Manifest:
     for path in sorted(root.rglob("*")):
         if path.is_symlink():
             raise CheckpointStoreError(f"checkpoint {checkpoint.pk}: {path} is a link; a checkpoint holds plain files")
-        if path.is_file():
+        # The optimizer's state (twice the model) stays on the host that trains on: another host
+        # serves, evaluates or fine-tunes the weights, and resumes from them alone.
+        if path.is_file() and not (path.parent == root and is_state_file(path.name)):
             rel = path.relative_to(root).as_posix()
             files.append({"path": rel, "bytes": path.stat().st_size, "sha256": sha256_file(path)})
     if not files:

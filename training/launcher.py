@@ -129,8 +129,9 @@ class RunFollower:
         self.run = run
         self.lease = lease
         self.group = live_group(run)
-        # A resumed run continues from its checkpoint's step; the trainer counts from 0 again.
-        self.offset = run.resume_from.step if run.resume_from is not None else 0
+        # The trainer reports the run's steps (a resumed run's go on from its checkpoint's); the
+        # launch's own rate counts from where it began.
+        self.first_step = run.resume_from.step if run.resume_from is not None else 0
         self.tail: deque[str] = deque((run.log_tail or "").splitlines()[-LOG_TAIL_LINES:], maxlen=LOG_TAIL_LINES)
         self.metrics: dict[str, float] = dict(run.metrics or {})
         self.done_status = ""
@@ -163,14 +164,14 @@ class RunFollower:
 
     def _step(self, event: dict[str, Any]) -> int:
         step = event.get("step", 0)
-        return self.offset + (int(step) if isinstance(step, int | float) and step >= 0 else 0)
+        return int(step) if isinstance(step, int | float) and step >= 0 else 0
 
     def on_metric(self, event: dict[str, Any]) -> None:
         values = _finite_numbers(event.get("values"))
         step = self._step(event)
         minutes = (time.monotonic() - self.started) / 60
-        if "steps_per_min" not in values and minutes > 0 and step > self.offset:
-            values["steps_per_min"] = round((step - self.offset) / minutes, 3)
+        if "steps_per_min" not in values and minutes > 0 and step > self.first_step:
+            values["steps_per_min"] = round((step - self.first_step) / minutes, 3)
         self.metrics.update(values)
 
         def record_metric() -> None:

@@ -133,12 +133,10 @@ def write_config(run: TrainingRun, checked: RunConfig | None = None, train: data
     config["output_dir"] = run.output_dir
     config["run_id"] = run.pk
     if run.resume_from is not None:
-        # Resuming starts from the last checkpoint's weights for the steps still to do; the
-        # launcher adds `step` to what the trainer reports, so the run's steps run on.
-        done = run.resume_from.step
+        # The trainer goes on from the checkpoint: with its optimizer, schedule, RNG and data position
+        # where it kept them, else from its weights for the steps left (training.trainers.resume).
         config["model"] = {**config["model"], "base_model": run.resume_from.path}
-        config["rl"] = {**config["rl"], "max_steps": max(1, int(config["rl"]["max_steps"]) - done)}
-        config["resume"] = {"checkpoint_id": run.resume_from.pk, "step": done}
+        config["resume"] = {"checkpoint_id": run.resume_from.pk, "step": run.resume_from.step}
     path = directory / "config.json"
     path.write_text(json.dumps(config, indent=2, sort_keys=True))
     return path

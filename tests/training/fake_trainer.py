@@ -46,7 +46,9 @@ def main(run_dir: str) -> int:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])  # noqa: S603
     steps = int(config["rl"]["max_steps"])
     save_every = int(config["logging"]["save_every_steps"])
-    for step in range(1, steps + 1):
+    # Events carry the run's steps: a resumed run goes on from its checkpoint's.
+    done = int(config.get("resume", {}).get("step", 0))
+    for step in range(done + 1, max(steps, done + 1) + 1):
         time.sleep(step_s)
         emit({"event": "metric", "step": step, "values": {"loss": 2.0 / step, "learning_rate": 1e-5, "grad_norm": 1.5}})
         print(f"step {step} done")

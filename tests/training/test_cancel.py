@@ -102,7 +102,8 @@ def test_a_killed_worker_leaves_its_run_failed_and_resumable_from_the_last_check
     first = run.checkpoints.get(step=1)
     assert run.resume_from == first
     trainer_config = read_config(run)
-    assert trainer_config["model"]["base_model"] == first.path and trainer_config["rl"]["max_steps"] == 2
+    assert trainer_config["model"]["base_model"] == first.path and trainer_config["rl"]["max_steps"] == 3
+    assert trainer_config["resume"] == {"checkpoint_id": first.pk, "step": 1}
     assert list(run.metric_rows.values_list("step", flat=True)) == [1, 2, 3]  # steps run on after the checkpoint
     last = run.checkpoints.get(step=3)
     assert last.parent == first

@@ -78,6 +78,19 @@ def sft_rows() -> list[dict[str, Any]]:
     return [{"messages": chat_of(t, 2), "tools": TOOLS} for t in demo_trajectories() if t.get("success")][:2]
 
 
+def short_sft_rows(count: int = 4) -> list[dict[str, Any]]:
+    """Short conversations (tens of tokens): many steps of the tiny model take seconds."""
+    return [
+        {
+            "messages": [
+                {"role": "user", "content": f"Fix the off-by-one in range_sum (case {n})."},
+                {"role": "assistant", "content": f"Use range(a, b + {n}) so that b is included."},
+            ]
+        }
+        for n in range(count)
+    ]
+
+
 def preference_rows(long_pair: bool = False) -> list[dict[str, Any]]:
     good = [t for t in demo_trajectories() if t.get("success")]
     bad = next(t for t in demo_trajectories() if not t.get("success"))

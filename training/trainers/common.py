@@ -32,6 +32,7 @@ from training.schema import (
     targets_error,
     whole,
 )
+from training.trainers import resume
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -119,6 +120,10 @@ class TrainerConfig:
     load_in_4bit: bool = False  # the base's weights in 4 bits (bitsandbytes, CUDA), only under lora
     lora: dict[str, Any] | None = None  # model.lora as checked: adapters train, the base's weights stay
     environment: dict[str, Any] = field(default_factory=dict)
+    # A resumed run (training.trainers.resume): its steps, its checkpoints' root and what it resumes from.
+    step_offset: int = 0  # added to the Trainer's step: events carry the run's step
+    run_output: Path | None = None  # where every checkpoint of the run lies (output_dir, or its parent)
+    resume_state: Path | None = None  # the checkpoint whose optimizer, schedule, RNG and data position go on
     raw: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -175,18 +180,31 @@ def read_config(run_dir: Path) -> TrainerConfig:
     save_every = whole(given)
     if save_every is None or save_every < 0:
         raise TrainerError(f"config.logging.save_every_steps must be a whole number >= 0, not {given!r}")
-    output = raw.get("output_dir") or str(run_dir / "output")
+    output = Path(str(raw.get("output_dir") or run_dir / "output")).expanduser().resolve()
+    base_model = _path(model.get("base_model"), "model.base_model", directory=True)
+    rl_values = {key: rl[key] for key in RL if key in rl}
+    max_steps = int(rl_values.get("max_steps", TrainerConfig.max_steps))
+    try:
+        plan = resume.plan(raw.get("resume"), base_model, output, max_steps)
+    except resume.ResumeError as exc:
+        raise TrainerError(str(exc)) from None
+    if plan.at_step:
+        log(resume.describe(plan, base_model))
+    rl_values["max_steps"] = plan.max_steps
     return TrainerConfig(
         kind=kind,
-        base_model=_path(model.get("base_model"), "model.base_model", directory=True),
+        base_model=base_model,
         train_file=_path(data.get("train_file"), "data.train_file", directory=False),
-        output_dir=Path(str(output)).expanduser().resolve(),
-        **{key: rl[key] for key in RL if key in rl},
+        output_dir=plan.output_dir,
+        **rl_values,
         save_every_steps=save_every,
         mode=str(mode),
         load_in_4bit=bool(model.get("load_in_4bit")),
         lora=model.get("lora"),
         environment=environment,
+        step_offset=plan.step_offset,
+        run_output=output,
+        resume_state=plan.state,
         raw=raw,
     )
 
@@ -329,11 +347,11 @@ def training_arguments(config: TrainerConfig) -> dict[str, Any]:
         "seed": config.seed,
         "logging_steps": 1,
         "include_num_input_tokens_seen": True,
-        # Steps save checkpoints (weights + tokenizer, no optimizer state: a 135M model's Adam state is
-        # twice its size); the DefaultFlowCallback saves the last step too.
+        # Steps save checkpoints, with the training state a resume goes on from (training.trainers.resume:
+        # only the newest keeps it); the DefaultFlowCallback saves the last step too.
         "save_strategy": "steps",
         "save_steps": save if save > 0 else config.max_steps,
-        "save_only_model": True,
+        "save_only_model": False,
         "report_to": [],
         "disable_tqdm": True,
         "use_cpu": not torch.cuda.is_available(),
@@ -370,8 +388,13 @@ def _number(value: Any) -> float | None:
 class EventCallback(TrainerCallback):
     """Turns the Trainer's logs and saves into metric and checkpoint events."""
 
-    def __init__(self, checkpoint_kind: str, extra: dict[str, float] | None = None) -> None:
+    def __init__(
+        self, checkpoint_kind: str, extra: dict[str, float] | None = None, *, config: TrainerConfig | None = None
+    ) -> None:
         self.checkpoint_kind = checkpoint_kind
+        # A run resumed from weights alone counts its steps on from where it was (training.trainers.resume).
+        self.offset = config.step_offset if config is not None else 0
+        self.run_output = config.run_output if config is not None else None
         self.extra = dict(extra or {})  # values every metric event carries (dropped_for_length)
         self.latest: dict[str, float] = {}
         self.saved_steps: set[int] = set()
@@ -418,7 +441,8 @@ class EventCallback(TrainerCallback):
         values.update(self.extra)
         self.latest.update(values)
         # How many processes train together, as the Trainer's own process group counts them.
-        emit({"event": "metric", "step": state.global_step, "values": values, "world_size": args.world_size})
+        step = self.offset + state.global_step
+        emit({"event": "metric", "step": step, "values": values, "world_size": args.world_size})
 
     def on_save(self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kw: Any) -> None:
         path = Path(str(args.output_dir)) / f"checkpoint-{state.global_step}"
@@ -429,12 +453,23 @@ class EventCallback(TrainerCallback):
         emit(
             {
                 "event": "checkpoint",
-                "step": state.global_step,
+                "step": self.offset + state.global_step,
                 "path": str(path.resolve()),
                 "kind": self.checkpoint_kind,
                 "metrics": dict(self.latest),
             }
         )
+        # Only the newest checkpoint keeps the optimizer's state (twice the model's size). After the
+        # event: a run killed in between still has one checkpoint the launcher knows to resume with.
+        resume.prune_states(self.run_output or path.parent, keep=path)
+
+
+def run_training(trainer: Any, config: TrainerConfig) -> None:
+    """Train, going on from the checkpoint's whole training state when the run is resumed with it."""
+    if config.resume_state is None:
+        trainer.train()
+    else:
+        trainer.train(resume_from_checkpoint=str(config.resume_state))
 
 
 def finish_setup(trainer: Any) -> None:

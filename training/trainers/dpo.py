@@ -16,6 +16,7 @@ from training.trainers.common import (
     log,
     peft_config,
     quantized,
+    run_training,
     torch_dtype,
     training_arguments,
 )
@@ -38,7 +39,7 @@ def train(config: TrainerConfig) -> None:
         max_length=fit.max_length,
         beta=config.kl_coef or 0.1,
     )
-    callback = EventCallback("policy", {"truncated_for_length": float(fit.longer)})
+    callback = EventCallback("policy", {"truncated_for_length": float(fit.longer)}, config=config)
     if fit.longer:
         log(f"dpo: {fit.longer} of {len(rows)} pairs are cut at {fit.max_length} tokens (the model's context)")
     trainer = DPOTrainer(
@@ -58,4 +59,4 @@ def train(config: TrainerConfig) -> None:
             f"every one of the {len(rows)} pairs has a prompt that fills rl.max_length ({fit.max_length}): "
             "raise it, or leave it out to use the longest pair"
         )
-    trainer.train()
+    run_training(trainer, config)

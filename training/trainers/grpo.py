@@ -26,6 +26,7 @@ from training.trainers.common import (
     peft_config,
     quantized,
     read_jsonl,
+    run_training,
     torch_dtype,
     training_arguments,
 )
@@ -169,13 +170,14 @@ def train(config: TrainerConfig) -> None:
         max_tool_calling_iterations=int(config.environment.get("max_steps", 30)) if agent else None,
         log_completions=False,
     )
+    dropped = {"prompts_dropped_for_length": float(len(rows) - len(kept))}
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=[reward_function(scorer, config.mode, config.reward_clip)],  # type: ignore[list-item]
         args=args,
         train_dataset=Dataset.from_list(kept),
         processing_class=tokenizer,
-        callbacks=[EventCallback("policy", {"prompts_dropped_for_length": float(len(rows) - len(kept))})],
+        callbacks=[EventCallback("policy", dropped, config=config)],
         environment_factory=CrucibleEnv if agent else None,
         peft_config=peft_config(config, model, "CAUSAL_LM"),
     )
@@ -185,6 +187,6 @@ def train(config: TrainerConfig) -> None:
         f"at most {config.max_new_tokens} new tokens"
     )
     try:
-        trainer.train()
+        run_training(trainer, config)
     finally:
         CrucibleEnv.close_all()

@@ -18,6 +18,7 @@ from training.trainers.common import (
     log,
     peft_config,
     quantized,
+    run_training,
     torch_dtype,
     training_arguments,
 )
@@ -41,7 +42,7 @@ def train(config: TrainerConfig) -> None:
     # Batches of pairs are padded; the classifier finds each sequence's last token by the pad id.
     model.config.pad_token_id = tokenizer.pad_token_id
     args = RewardConfig(**training_arguments(config), max_length=fit.max_length)
-    callback = EventCallback("reward")
+    callback = EventCallback("reward", config=config)
     trainer = RewardTrainer(
         model=model,
         args=args,
@@ -60,4 +61,4 @@ def train(config: TrainerConfig) -> None:
     if dropped:
         log(f"reward: dropped {dropped} of {len(rows)} pairs longer than {fit.max_length} tokens")
     callback.add_values({"dropped_for_length": float(dropped), "pairs": float(len(rows) - dropped)})
-    trainer.train()
+    run_training(trainer, config)

@@ -21,6 +21,7 @@ from training.trainers.common import (
     peft_config,
     quantized,
     read_jsonl,
+    run_training,
     torch_dtype,
     training_arguments,
 )
@@ -95,7 +96,7 @@ def train(config: TrainerConfig) -> None:
         assistant_only_loss=True,
         packing=False,
     )
-    callback = EventCallback("policy")
+    callback = EventCallback("policy", config=config)
     trainer = SFTTrainer(
         model=model,
         args=args,
@@ -118,4 +119,4 @@ def train(config: TrainerConfig) -> None:
     if truncated:
         log(f"sft: {truncated} of {len(rows)} conversations are cut at {fit.max_length} tokens (the model's context)")
     callback.add_values({"dropped_for_length": float(dropped), "truncated_for_length": float(truncated)})
-    trainer.train()
+    run_training(trainer, config)
