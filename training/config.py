@@ -17,7 +17,8 @@ from typing import Any
 import yaml
 from django.conf import settings
 
-from core.vocabulary import CheckpointKind, TrainingKind, values
+from core.vocabulary import CheckpointKind, PolicyKind, TrainingKind, values
+from tasks.models import TaskSuite
 from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
 from training.queries import find_training_set, set_spec
@@ -31,6 +32,7 @@ from training.schema import (
     weight_modules,
     whole,
 )
+from trajectories.rollout_settings import RolloutError, RolloutSettings
 
 # The keys of the rl_config shape; those Crucible does not use are accepted and kept as given,
 # so a config written for another set-up in this shape validates. Anything else is a typo worth reporting.
@@ -40,7 +42,14 @@ SECTIONS: dict[str, frozenset[str]] = {
     "rl": RL_KEYS,
     "data": frozenset({"training_set", "train_file", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}),
     "logging": frozenset({"save_every_steps", "log_file"}),
+    # Evaluation during training: every `every`-th saved checkpoint is evaluated on `suite` by the
+    # rollout fleet (evaluation.during_training), filling the run's reward-vs-pass@k chart.
+    "evaluation": frozenset(
+        {"suite", "every", "k", "samples", "max_steps", "max_new_tokens", "temperature", "sandbox", "seed"}
+    ),
 }
+# How an evaluation during training samples, where the section does not say.
+EVALUATION_ROLLOUT = frozenset({"max_steps", "max_new_tokens", "temperature", "sandbox", "seed"})
 TOP_LEVEL = frozenset({"kind", "name", *SECTIONS})
 MAX_CONFIG_BYTES = 64 * 1024
 NAME_MAX = 200
@@ -134,6 +143,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
         name = ""
     model, environment, rl = c.section("model"), c.section("environment"), c.section("rl")
     data, logging_ = c.section("data"), c.section("logging")
+    evaluation = _check_evaluation(c, c.section("evaluation"), kind)
 
     rl = _check_rl(c, rl, kind)
     model, model_errors = check_model(model)
@@ -166,6 +176,8 @@ def check(raw: dict[str, Any]) -> RunConfig:
         "data": data,
         "logging": logging_,
     }
+    if evaluation:
+        config["evaluation"] = evaluation
     return RunConfig(
         kind=kind,
         name=name or f"{kind.value} of {Path(str(model['base_model'])).name}",
@@ -182,6 +194,40 @@ def _check_rl(c: _Checker, rl: dict[str, Any], kind: TrainingKind | None) -> dic
     for key, message in errors.items():
         c.error(key, message)
     return out
+
+
+def _check_evaluation(c: _Checker, section: dict[str, Any], kind: TrainingKind | None) -> dict[str, Any]:
+    """The evaluation section, complete (suite, every, k, samples and the rollout settings), or {}."""
+    if not section:
+        return {}
+    if kind is TrainingKind.REWARD:
+        c.error("evaluation", "a reward model is not evaluated as a policy: leave the section out of a reward run")
+        return {}
+    name = section.get("suite")
+    if not isinstance(name, str) or not TaskSuite.objects.filter(name=name).exists():
+        c.error("evaluation.suite", f"no task suite named {str(name)[:120]!r}")
+    every = whole(section.get("every", 1))
+    if every is None or every < 1:
+        c.error("evaluation.every", "must be a positive whole number of checkpoints")
+    given_k = section.get("k", [1])
+    k_values = [whole(k) for k in (given_k if isinstance(given_k, list) else [given_k])]
+    if not k_values or any(k is None or k < 1 for k in k_values):
+        c.error("evaluation.k", "must be a positive whole number or a list of them")
+        return {}
+    k = sorted({int(value) for value in k_values if value is not None})
+    samples = whole(section.get("samples", max(k)))
+    if samples is None or samples < max(k):
+        c.error("evaluation.samples", f"must be a whole number of rollouts per task, at least the largest k ({max(k)})")
+        return {}
+    rollout = {key: section[key] for key in EVALUATION_ROLLOUT if key in section}
+    try:
+        # The checkpoint is the hf policy; the settings are checked now, not at the first checkpoint.
+        checked = RolloutSettings(PolicyKind.HF, "checkpoint", samples=samples, **rollout)
+    except (RolloutError, TypeError) as exc:
+        c.error("evaluation", str(exc))
+        return {}
+    settings = {key: getattr(checked, key) for key in EVALUATION_ROLLOUT}
+    return {"suite": name, "every": every, "k": k, "samples": samples, **settings}
 
 
 def _resolve_model(

@@ -41,6 +41,7 @@ from core.vocabulary import (
     TrajectorySource,
 )
 from tasks.models import Task
+from training.checkpoint_listeners import checkpoint_saved
 from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model, local_checkpoint, publish_checkpoint
 from training.models import Checkpoint, RunMetric, TrainingRun
 from training.processes import trainer_command, trainer_environment
@@ -220,6 +221,9 @@ class RunFollower:
             # The run goes on: the checkpoint is still usable on this host, and resumable.
             logger.exception("checkpoint %s of run %s: upload to the object store failed", checkpoint.pk, run.pk)
             self.tail.append(f"[crucible] checkpoint {checkpoint.pk} not uploaded: {exc}"[:LOG_LINE_CHARS])
+        # Evaluation during training, where the run asks for it (training.checkpoint_listeners).
+        for line in checkpoint_saved(checkpoint):
+            self.tail.append(f"[crucible] {line}"[:LOG_LINE_CHARS])
 
     def on_rollout(self, event: dict[str, Any]) -> None:
         """A GRPO generation and its reward, kept as a trajectory of the run, written by the import's
