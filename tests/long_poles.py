@@ -51,6 +51,8 @@ LONG_POLES: dict[str, float] = {
     "tests/training/test_lora.py::test_a_grpo_run_trains_adapters": 33,
     "tests/training/test_lora.py::test_dpo_and_reward_runs_train_adapters_only[dpo": 28,
     "tests/training/test_ddp.py::test_two_processes_train_the_bundled_model_as_one_run": 65,
+    "tests/evaluation/test_during_training.py::test_each_saved_checkpoint_is_evaluated": 45,
+    "tests/training/test_resume.py::test_a_killed_run_resumes": 30,
 }
 # Units of poles kept in one slice: the tests of the session fixture `model_server` (tests/conftest.py).
 TOGETHER: tuple[tuple[str, ...], ...] = (

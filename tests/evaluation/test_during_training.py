@@ -94,11 +94,24 @@ def test_every_nth_checkpoint_and_what_is_not_evaluated_says_why(researcher: Use
     assert [bool(line) for line in lines] == [False, True, False, True], lines
     assert EvalRun.objects.filter(checkpoint__run=run).count() == 2
 
-    # The suite was deleted since the run was checked: the log says so, the run goes on.
-    run.config = {**run.config, "evaluation": {**run.config["evaluation"], "suite": "gone", "every": 1}}
+    # A run that trained on the suite's own task: refused (never forced), and the log says why.
+    seen = write_jsonl(tmp_path / "seen.jsonl", [{**short_sft_rows(1)[0], "task_id": ONE_TASK[0]}])
+    run.config = {
+        **run.config,
+        "data": {"train_file": str(seen)},
+        "evaluation": {**run.config["evaluation"], "every": 1},
+    }
     run.save(update_fields=["config"])
-    gone = Checkpoint.objects.create(name="step 5", kind=CheckpointKind.POLICY, path=str(tiny), run=run, step=5)
-    assert evaluate_saved_checkpoint(gone) == f"checkpoint {gone.pk} (step 5) not evaluated: no task suite named 'gone'"
+    overlapping = Checkpoint.objects.create(name="step 5", kind=CheckpointKind.POLICY, path=str(tiny), run=run, step=5)
+    line = evaluate_saved_checkpoint(overlapping)
+    assert line.startswith(f"checkpoint {overlapping.pk} (step 5) not evaluated: refusing to evaluate"), line
+    assert ONE_TASK[0] in line and not EvalRun.objects.filter(checkpoint=overlapping).exists()
+
+    # The suite was deleted since the run was checked: the log says so, the run goes on.
+    run.config = {**run.config, "evaluation": {**run.config["evaluation"], "suite": "gone"}}
+    run.save(update_fields=["config"])
+    gone = Checkpoint.objects.create(name="step 6", kind=CheckpointKind.POLICY, path=str(tiny), run=run, step=6)
+    assert evaluate_saved_checkpoint(gone) == f"checkpoint {gone.pk} (step 6) not evaluated: no task suite named 'gone'"
 
 
 @pytest.mark.parametrize(
