@@ -27,6 +27,7 @@ from training.schema import (
     RL_KEYS,
     TARGET_MODULES,
     check_model,
+    check_report_to,
     check_rl,
     targets_error,
     weight_modules,
@@ -41,7 +42,7 @@ SECTIONS: dict[str, frozenset[str]] = {
     "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
     "rl": RL_KEYS,
     "data": frozenset({"training_set", "train_file", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}),
-    "logging": frozenset({"save_every_steps", "log_file"}),
+    "logging": frozenset({"save_every_steps", "log_file", "report_to"}),
     # Evaluation during training: every `every`-th saved checkpoint is evaluated on `suite` by the
     # rollout fleet (evaluation.during_training), filling the run's reward-vs-pass@k chart.
     "evaluation": frozenset(
@@ -159,6 +160,10 @@ def check(raw: dict[str, Any]) -> RunConfig:
         c.error("logging.save_every_steps", "must be a positive whole number of steps")
     else:
         logging_["save_every_steps"] = save_every
+    trackers, problem = check_report_to(logging_.get("report_to"))
+    if problem:
+        c.error("logging.report_to", problem)
+    logging_["report_to"] = trackers
 
     base_dir, base_checkpoint = _resolve_model(c, model, kind)
     _check_targets(c, model, base_dir)

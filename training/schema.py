@@ -200,6 +200,26 @@ TARGETS_RULE = (
 )
 
 
+# Experiment trackers a run reports its metrics to besides Crucible (`logging.report_to`): TensorBoard
+# event files in the run's output directory by default (tensorboardX is a dependency); W&B and MLflow
+# where the trainer's host has them installed and configured.
+TRACKERS = ("tensorboard", "wandb", "mlflow")
+TRACKERS_DEFAULT = ("tensorboard",)
+TRACKERS_RULE = f"must be none, or one or a list of {', '.join(TRACKERS)}"
+
+
+def check_report_to(value: Any) -> tuple[list[str], str | None]:
+    """`logging.report_to` as a list of trackers (none: []), or an error."""
+    if value is None:
+        return list(TRACKERS_DEFAULT), None
+    if value == "none":
+        return [], None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or any(name not in TRACKERS for name in names):
+        return [], TRACKERS_RULE
+    return sorted(set(names), key=TRACKERS.index), None
+
+
 def check_model(model: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     """`model` with `lora` checked and its defaults filled in, and an error per key no trainer can honour
     (keyed `model.<key>`, `model.lora.<key>`)."""

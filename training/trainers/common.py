@@ -7,6 +7,7 @@ is a record (metric, checkpoint, rollout, done), anything else is log.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -28,6 +29,7 @@ from training.schema import (
     RL,
     TARGET_MODULES,
     check_model,
+    check_report_to,
     check_rl,
     targets_error,
     whole,
@@ -116,6 +118,7 @@ class TrainerConfig:
     reward_clip: float | None = None  # None: rewards as scored
     seed: int = int(RL["seed"].default)  # type: ignore[arg-type]
     save_every_steps: int = 0  # 0: only the final checkpoint
+    report_to: list[str] = field(default_factory=list)  # experiment trackers (training.schema.TRACKERS)
     mode: str = "single_turn"
     load_in_4bit: bool = False  # the base's weights in 4 bits (bitsandbytes, CUDA), only under lora
     lora: dict[str, Any] | None = None  # model.lora as checked: adapters train, the base's weights stay
@@ -180,6 +183,15 @@ def read_config(run_dir: Path) -> TrainerConfig:
     save_every = whole(given)
     if save_every is None or save_every < 0:
         raise TrainerError(f"config.logging.save_every_steps must be a whole number >= 0, not {given!r}")
+    trackers, problem = check_report_to(logging_.get("report_to"))
+    if problem:
+        raise TrainerError(f"config.logging.report_to {problem}, not {logging_.get('report_to')!r}")
+    for tracker in trackers:
+        if tracker != "tensorboard" and importlib.util.find_spec(tracker) is None:
+            raise TrainerError(
+                f"config.logging.report_to: {tracker} is not installed on this host "
+                f"(pip install {tracker} and configure it, or leave it out)"
+            )
     output = Path(str(raw.get("output_dir") or run_dir / "output")).expanduser().resolve()
     base_model = _path(model.get("base_model"), "model.base_model", directory=True)
     rl_values = {key: rl[key] for key in RL if key in rl}
@@ -198,6 +210,7 @@ def read_config(run_dir: Path) -> TrainerConfig:
         output_dir=plan.output_dir,
         **rl_values,
         save_every_steps=save_every,
+        report_to=trackers,
         mode=str(mode),
         load_in_4bit=bool(model.get("load_in_4bit")),
         lora=model.get("lora"),
@@ -352,7 +365,7 @@ def training_arguments(config: TrainerConfig) -> dict[str, Any]:
         "save_strategy": "steps",
         "save_steps": save if save > 0 else config.max_steps,
         "save_only_model": False,
-        "report_to": [],
+        "report_to": config.report_to,
         "disable_tqdm": True,
         "use_cpu": not torch.cuda.is_available(),
         # TRL turns bfloat16 mixed precision on by default. A CPU without bfloat16 in hardware (AVX2)
@@ -478,6 +491,14 @@ def finish_setup(trainer: Any) -> None:
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
+
+
+def tracker_directories(config: TrainerConfig) -> None:
+    """TensorBoard's event files go under the run's output, one directory for every launch of the run
+    (a resumed run adds a file beside the first), so `tensorboard --logdir` on it shows the whole run."""
+    if "tensorboard" in config.report_to:
+        root = config.run_output or config.output_dir
+        os.environ["TENSORBOARD_LOGGING_DIR"] = str(root / "tensorboard")
 
 
 def quiet_libraries() -> None:
