@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from annotation.models import Comparison
 from tasks.decontamination import TaskView, check
 from tasks.models import Task, TaskSuite
 from tasks.storage import tree_path
@@ -103,6 +104,10 @@ def _run_data(run: TrainingRun) -> list[tuple[str, set[str]]]:
             out.append((f"run {run.pk} data.training_set {training_set}", _set_tasks(training_set)))
     if data.get("train_file"):
         out.append((f"run {run.pk} data.train_file {data['train_file']}", _file_tasks(str(data["train_file"]))))
+    if data.get("comparison_set"):
+        # The pairs' tasks: people's verdicts on them are what a reward or DPO run learned from.
+        tasks = Comparison.objects.filter(comparison_set__name=str(data["comparison_set"])).values_list("task_ref")
+        out.append((f"run {run.pk} data.comparison_set {data['comparison_set']}", {ref for (ref,) in tasks}))
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from django.conf import settings
 
+from annotation.models import ComparisonSet
 from core.vocabulary import CheckpointKind, PolicyKind, TrainingKind, values
 from tasks.models import TaskSuite
 from training.checkpoint_store import is_fetchable
@@ -41,7 +42,9 @@ SECTIONS: dict[str, frozenset[str]] = {
     "model": frozenset({"base_model", "load_in_4bit", "torch_dtype", "lora"}),
     "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
     "rl": RL_KEYS,
-    "data": frozenset({"training_set", "train_file", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}),
+    "data": frozenset(
+        {"training_set", "train_file", "comparison_set", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}
+    ),
     "logging": frozenset({"save_every_steps", "log_file", "report_to"}),
     # Evaluation during training: every `every`-th saved checkpoint is evaluated on `suite` by the
     # rollout fleet (evaluation.during_training), filling the run's reward-vs-pass@k chart.
@@ -75,12 +78,15 @@ class RunConfig:
     base_checkpoint: Checkpoint | None = None
     training_set: TrainingSet | None = None
     train_file: Path | None = None
+    comparison_set: ComparisonSet | None = None  # reward and dpo: people's verdicts, frozen at launch
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def dataset(self) -> str:
         if self.training_set is not None:
             return str(self.training_set)
+        if self.comparison_set is not None:
+            return f"comparison set {self.comparison_set.name}"
         return str(self.train_file) if self.train_file else ""
 
 
@@ -167,7 +173,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
 
     base_dir, base_checkpoint = _resolve_model(c, model, kind)
     _check_targets(c, model, base_dir)
-    training_set, train_file = _resolve_data(c, data, kind)
+    training_set, train_file, comparison_set = _resolve_data(c, data, kind)
     if c.errors or kind is None or base_dir is None:
         raise ConfigError(c.errors)
     if base_checkpoint is not None:
@@ -191,6 +197,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
         base_checkpoint=base_checkpoint,
         training_set=training_set,
         train_file=train_file,
+        comparison_set=comparison_set,
     )
 
 
@@ -276,42 +283,66 @@ def _check_targets(c: _Checker, model: dict[str, Any], base_dir: Path | None) ->
         c.error(f"model.lora.{TARGET_MODULES}", problem)
 
 
+# The data a run trains on: one of these keys of `data`.
+DATA_SOURCES = ("training_set", "train_file", "comparison_set")
+PREFERENCE_KINDS = (TrainingKind.REWARD, TrainingKind.DPO)
+
+
 def _resolve_data(
     c: _Checker, data: dict[str, Any], kind: TrainingKind | None
-) -> tuple[TrainingSet | None, Path | None]:
-    set_ref, file_ref = data.get("training_set"), data.get("train_file")
-    if set_ref and file_ref:
-        c.error("data", "give data.training_set or data.train_file, not both")
-        return None, None
-    if not set_ref and not file_ref:
+) -> tuple[TrainingSet | None, Path | None, ComparisonSet | None]:
+    given = [key for key in DATA_SOURCES if data.get(key)]
+    if len(given) > 1:
+        both = "both" if len(given) == 2 else "all of"
+        c.error("data", f"give one of data.{', data.'.join(DATA_SOURCES)}: not {both} {' and '.join(given)}")
+        return None, None, None
+    if not given:
         c.error(
-            "data.training_set", "missing data set: give data.training_set (name or name@version) or data.train_file"
+            "data.training_set",
+            "missing data set: give data.training_set (name or name@version), data.train_file, or "
+            "data.comparison_set (reward and dpo)",
         )
-        return None, None
-    if file_ref:
+        return None, None, None
+    if given[0] == "comparison_set":
+        return None, None, _resolve_comparison_set(c, data, kind)
+    if given[0] == "train_file":
+        file_ref = data["train_file"]
         path = Path(str(file_ref))
         path = path if path.is_absolute() else Path(settings.BASE_DIR) / path
         if not path.is_file():
             c.error("data.train_file", f"no such file: {str(file_ref)[:300]}")
-            return None, None
+            return None, None, None
         data["train_file"] = str(path.resolve())
-        return None, path.resolve()
+        return None, path.resolve(), None
+    set_ref = data["training_set"]
     training_set = _training_set(str(set_ref))
     if training_set is None:
         c.error("data.training_set", f"no training set {str(set_ref)[:120]!r}")
-        return None, None
+        return None, None, None
     if not set_spec(training_set) or not training_set.stats.get("verified"):
         c.error(
             "data.training_set",
             f"{training_set} is not verified: it was not chosen by rewards Crucible computed under a reward spec; "
             "freeze a new version from scored trajectories",
         )
-        return None, None
+        return None, None, None
     if not training_set.trajectory_ids:
         c.error("data.training_set", f"{training_set} is empty")
-        return None, None
+        return None, None, None
     data["training_set"] = str(training_set)
-    return training_set, None
+    return training_set, None, None
+
+
+def _resolve_comparison_set(c: _Checker, data: dict[str, Any], kind: TrainingKind | None) -> ComparisonSet | None:
+    """A comparison set as a reward or DPO run's data: its verdicts, exported when the run is created."""
+    name = data["comparison_set"]
+    if kind is not None and kind not in PREFERENCE_KINDS:
+        c.error("data.comparison_set", f"people's verdicts train reward and dpo runs, not {kind}")
+        return None
+    found = ComparisonSet.objects.filter(name=str(name)).first() if isinstance(name, str) else None
+    if found is None:
+        c.error("data.comparison_set", f"no comparison set {str(name)[:120]!r}")
+    return found
 
 
 def _training_set(ref: str) -> TrainingSet | None:

@@ -1,4 +1,6 @@
-"""The train file a trainer reads: written from a verified training set, or a given file checked.
+"""The train file a trainer reads: written from a verified training set, a comparison set's
+verdicts (reward / dpo: annotation.preferences, as the preferences export writes them), or a given
+file checked.
 
 Formats per kind (the interface with training.trainers):
 - sft: `{"messages": [...], "tools": [...]}` per line, the chat the hf policy has
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from annotation.models import ComparisonSet
+from annotation.preferences import iter_preference_rows
 from core.vocabulary import TrainingKind
 from rewards.models import Reward
 from tasks.models import Task
@@ -48,7 +52,11 @@ class TrainData:
 
 
 def prepare(
-    kind: TrainingKind, run_dir: Path, training_set: TrainingSet | None = None, train_file: Path | None = None
+    kind: TrainingKind,
+    run_dir: Path,
+    training_set: TrainingSet | None = None,
+    train_file: Path | None = None,
+    comparison_set: ComparisonSet | None = None,
 ) -> TrainData:
     """Write `<run_dir>/train.jsonl` for the kind; the same inputs always give the same file."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -57,16 +65,23 @@ def prepare(
     if training_set is not None:
         rows = _rows_from_set(kind, training_set, run_dir, refused)
         dataset = str(training_set)
+    elif comparison_set is not None:
+        # People's verdicts as they stand now: the run keeps this file (and its hash), so a
+        # judgement made later does not change what it trained on.
+        rows = iter_preference_rows(comparison_set, refused=refused)
+        dataset = f"comparison set {comparison_set.name}"
     elif train_file is not None:
         rows = _rows_from_file(kind, train_file, run_dir, refused)
         dataset = str(train_file)
     else:
-        raise DataError("no data: give a training set or a train file")
+        raise DataError("no data: give a training set, a train file or a comparison set")
     count, digest = _write(dest, rows)
     if count == 0:
-        raise DataError(
-            f"{dataset} gives no {kind} training rows" + (_refusals(refused) or _why_empty(kind, training_set))
-        )
+        if comparison_set is not None:
+            why = _refusals(refused) or ": none of its pairs has a verdict yet (judge them, or resolve the split ones)"
+        else:
+            why = _refusals(refused) or _why_empty(kind, training_set)
+        raise DataError(f"{dataset} gives no {kind} training rows" + why)
     return TrainData(path=dest, sha256=digest, rows=count, dataset=dataset, refused=dict(refused))
 
 

@@ -37,17 +37,25 @@ class LaunchForm(forms.Form):
     )
 
 
-def _list(request: HttpRequest, form: LaunchForm, errors: dict[str, str], status: int = 200) -> HttpResponse:
+def _list(
+    request: HttpRequest,
+    form: LaunchForm,
+    errors: dict[str, str],
+    status: int = 200,
+    found: dict[str, str] | None = None,
+) -> HttpResponse:
     fail_lost_runs()
-    context = {"form": form, "runs": runs(), "errors": errors, "examples": examples()}
+    context = {"form": form, "runs": runs(), "errors": errors, "examples": found or examples()}
     return render(request, "training/run_list.html", context, status=status)
 
 
 @role_required()
 def run_list(request: HttpRequest) -> HttpResponse:
-    form = LaunchForm(request.POST or None)
     if request.method != "POST":
-        return _list(request, form, {})
+        # The first example names this installation's own data, where it has some.
+        found = examples()
+        return _list(request, LaunchForm(initial={"config": found[TrainingKind.SFT]}), {}, found=found)
+    form = LaunchForm(request.POST)
     if not has_role(request.user, RESEARCHER):
         return _list(request, form, {"launch": "only researchers launch training runs"}, status=403)
     if not form.is_valid():

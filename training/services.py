@@ -93,7 +93,9 @@ def create_run(text_or_config: str | dict[str, Any], user: User = None, *, enque
         record(user, AuditAction.LAUNCH, run, kind="training", training_kind=checked.kind)
         directory = run_dir(run)
         try:
-            train = data.prepare(checked.kind, directory, checked.training_set, checked.train_file)
+            train = data.prepare(
+                checked.kind, directory, checked.training_set, checked.train_file, checked.comparison_set
+            )
         except (data.DataError, OSError) as exc:
             shutil.rmtree(directory, ignore_errors=True)
             raise RunError(f"data: {exc}") from None
