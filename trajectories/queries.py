@@ -40,6 +40,8 @@ class TrajectoryFilter(django_filters.FilterSet):
     max_steps = django_filters.NumberFilter(field_name="step_count", lookup_expr="lte")
     max_duplicate_rate = django_filters.NumberFilter(field_name="duplicate_rate", lookup_expr="lte")
     q = django_filters.CharFilter(method="filter_text")
+    # The generations a GRPO run scored as it trained (training.launcher files them with their run).
+    training_run = django_filters.NumberFilter(method="filter_training_run")
 
     class Meta:
         model = Trajectory
@@ -47,6 +49,9 @@ class TrajectoryFilter(django_filters.FilterSet):
 
     def filter_flag(self, queryset: QuerySet[Trajectory], name: str, value: str) -> QuerySet[Trajectory]:
         return queryset.filter(flagged_with(value))
+
+    def filter_training_run(self, queryset: QuerySet[Trajectory], name: str, value: Any) -> QuerySet[Trajectory]:
+        return queryset.filter(extra__training_run=int(value))
 
     def filter_text(self, queryset: QuerySet[Trajectory], name: str, value: str) -> QuerySet[Trajectory]:
         """Thoughts and observations: PostgreSQL full-text search, a substring match elsewhere."""
@@ -64,7 +69,11 @@ class TrajectoryFilter(django_filters.FilterSet):
 
 
 def trajectory_list(params: dict[str, str] | None = None) -> tuple[QuerySet[Trajectory], TrajectoryFilter]:
+    """The list page's rows. A training run's own generations (thousands, unverified) are filed under
+    their run: listed only when asked for (`training_run`), not among the rollouts and imports."""
     base = Trajectory.objects.select_related("suite").defer("prompt", "patch", "policy", "sandbox", "extra")
+    if not (params or {}).get("training_run"):
+        base = base.exclude(extra__has_key="training_run")
     flt = TrajectoryFilter(params, queryset=base)
     return flt.qs.order_by("-created_at", "-id"), flt
 
