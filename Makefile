@@ -17,7 +17,7 @@ PHASE := bash scripts/phase.sh
 LOCKED_PACKAGES := $(shell grep -c '==' requirements/lock.txt)
 setup:
 	@$(PHASE) 1 6 "System packages" $(MAKE) -s --no-print-directory system-packages
-	@$(PHASE) 2 6 "Python dependencies (pip, $(LOCKED_PACKAGES) packages)" $(MAKE) -s --no-print-directory $(STAMP)
+	@$(PHASE) 2 6 "Python dependencies ($(LOCKED_PACKAGES) packages)" $(MAKE) -s --no-print-directory $(STAMP)
 	@$(PHASE) 3 6 "Bytecode" bash -c '$(BIN)/python -m compileall -q -j 0 $(PACKAGES) manage.py >/dev/null'
 	@$(PHASE) 4 6 "Database migrations" $(BIN)/python manage.py migrate --no-input -v0
 	@$(PHASE) 5 6 "Sandbox test-runner venv" bash -c '$(BIN)/python scripts/build_runner_env.py >/dev/null'
@@ -38,11 +38,8 @@ system-packages:
 
 $(STAMP): requirements/lock.txt
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	@# pip's own lines show its progress (Collecting, Downloading, Installing). This machine's pip
-	@# config names index folders that may not exist; pip warns about each one. Those lines are
-	@# noise; any real failure still fails the build. --line-buffered: each line as pip writes it.
-	@set -o pipefail; $(BIN)/pip install --disable-pip-version-check -r requirements/lock.txt 2>&1 \
-	  | { grep --line-buffered -v "is neither a file nor a directory" || true; }
+	@# uv where it can be had (a minute, with bytecode), else pip (three and a half); each shows its progress.
+	@bash scripts/install_deps.sh $(BIN) requirements/lock.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: setup
