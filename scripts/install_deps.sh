@@ -40,11 +40,27 @@ uv_options() {
   done | awk '!seen[$0]++'
 }
 
+# wait_for PID SECONDS: true once PID has ended, false when it is still running after SECONDS.
+wait_for() {
+  local pid=$1 i
+  for (( i = 0; i < $2 * 10; i++ )); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  ! kill -0 "$pid" 2>/dev/null
+}
+
 if [ "${CRUCIBLE_PIP:-}" != 1 ]; then
   if [ -x "$bin/uv" ] || "$bin/pip" install --disable-pip-version-check -q "uv==$UV_VERSION" 2>/dev/null; then
     mapfile -t options < <(uv_options)
-    if "$bin/uv" pip install --python "$bin/python" --compile-bytecode --index-strategy unsafe-best-match \
-      "${options[@]}" -r "$lock"; then
+    "$bin/uv" pip install --python "$bin/python" --compile-bytecode --index-strategy unsafe-best-match \
+      "${options[@]}" -r "$lock" &
+    uv_pid=$!
+    # uv shows no progress bar without a terminal, and compiling the bytecode (about a minute on
+    # two cores) prints nothing until it ends: a line every 15 s says it is still at work.
+    started=$SECONDS
+    while ! wait_for "$uv_pid" 15; do echo "  … still installing ($(( SECONDS - started )) s)"; done
+    if wait "$uv_pid"; then
       exit 0
     fi
     echo "uv could not install the lock; installing it with pip"
