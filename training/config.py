@@ -22,6 +22,7 @@ from core.vocabulary import CheckpointKind, PolicyKind, TrainingKind, values
 from tasks.models import TaskSuite
 from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
+from training.processes import MAX_PROCESSES
 from training.queries import find_training_set, set_spec
 from training.schema import (
     GRPO_MODES,
@@ -48,6 +49,8 @@ SECTIONS: dict[str, frozenset[str]] = {
     "logging": frozenset({"save_every_steps", "log_file", "report_to"}),
     # Evaluation during training: every `every`-th saved checkpoint is evaluated on `suite` by the
     # rollout fleet (evaluation.during_training), filling the run's reward-vs-pass@k chart.
+    # How many processes train the run together (DDP); strategy and nodes as far as Crucible runs them.
+    "resources": frozenset({"processes", "nodes", "strategy"}),
     "evaluation": frozenset(
         {"suite", "every", "k", "samples", "max_steps", "max_new_tokens", "temperature", "sandbox", "seed"}
     ),
@@ -151,6 +154,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
     model, environment, rl = c.section("model"), c.section("environment"), c.section("rl")
     data, logging_ = c.section("data"), c.section("logging")
     evaluation = _check_evaluation(c, c.section("evaluation"), kind)
+    resources = _check_resources(c, c.section("resources"))
 
     rl = _check_rl(c, rl, kind)
     model, model_errors = check_model(model)
@@ -189,6 +193,8 @@ def check(raw: dict[str, Any]) -> RunConfig:
     }
     if evaluation:
         config["evaluation"] = evaluation
+    if resources:
+        config["resources"] = resources
     return RunConfig(
         kind=kind,
         name=name or f"{kind.value} of {Path(str(model['base_model'])).name}",
@@ -206,6 +212,29 @@ def _check_rl(c: _Checker, rl: dict[str, Any], kind: TrainingKind | None) -> dic
     for key, message in errors.items():
         c.error(key, message)
     return out
+
+
+def _check_resources(c: _Checker, section: dict[str, Any]) -> dict[str, Any]:
+    """resources: {processes, nodes: 1, strategy: ddp}. The worker that takes the run checks that it
+    has that many GPUs or cores (training.processes); other topologies are an accelerate config file."""
+    if not section:
+        return {}
+    processes = whole(section.get("processes", 1))
+    if processes is None or not 1 <= processes <= MAX_PROCESSES:
+        c.error("resources.processes", f"must be a whole number from 1 to {MAX_PROCESSES}")
+    if section.get("nodes", 1) != 1:
+        c.error(
+            "resources.nodes",
+            "Crucible runs a run on one machine: several need an accelerate config file on each "
+            "(CRUCIBLE_ACCELERATE_CONFIG, docs/training.md)",
+        )
+    if section.get("strategy", "ddp") != "ddp":
+        c.error(
+            "resources.strategy",
+            "ddp is the strategy a run can ask for; FSDP and DeepSpeed are an accelerate config file on the "
+            "worker (CRUCIBLE_ACCELERATE_CONFIG, docs/training.md)",
+        )
+    return {"processes": processes, "nodes": 1, "strategy": "ddp"}
 
 
 def _check_evaluation(c: _Checker, section: dict[str, Any], kind: TrainingKind | None) -> dict[str, Any]:

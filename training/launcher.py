@@ -44,7 +44,7 @@ from tasks.models import Task
 from training.checkpoint_listeners import checkpoint_saved
 from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model, local_checkpoint, publish_checkpoint
 from training.models import Checkpoint, RunMetric, TrainingRun
-from training.processes import trainer_command, trainer_environment
+from training.processes import ResourcesError, run_processes, trainer_command, trainer_environment
 from training.services import (
     HEARTBEAT_SECONDS,
     RunError,
@@ -372,7 +372,10 @@ def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
         _localize_base_model(directory)
     except (StoreError, CheckpointStoreError, OSError) as exc:
         return _finish(run, follower, RunStatus.FAILED, f"could not fetch the base checkpoint: {exc}")
-    command = trainer_command(directory)
+    try:
+        command = trainer_command(directory, run_processes(run.config))
+    except ResourcesError as exc:
+        return _finish(run, follower, RunStatus.FAILED, str(exc))
     started = time.monotonic()
     kills_before = oom_kills()
     logger.info("training run %s started on %s: %s", run.pk, run.worker, " ".join(command))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,8 +30,22 @@ def trainer_environment() -> dict[str, str]:
     }
 
 
-def trainer_processes() -> int:
-    """CRUCIBLE_TRAINER_PROCESSES: how many processes train one run together (data parallel), 1 by default."""
+class ResourcesError(ValueError):
+    """A run asks for more than the worker that took it has."""
+
+
+def trainer_processes(asked: int | None = None) -> int:
+    """How many processes train one run together (data parallel): the run's `resources.processes`,
+    else the worker's CRUCIBLE_TRAINER_PROCESSES, else 1. A run may not ask for more processes than
+    the worker has GPUs (on a GPU host) or CPU cores."""
+    if asked is not None:
+        available, what = (gpu_count(), "GPUs") if has_gpu() else (os.cpu_count() or 1, "CPU cores")
+        if asked > available:
+            raise ResourcesError(
+                f"resources.processes is {asked}, but this worker has {available} {what}: "
+                f"ask for at most {available}, or run it on a larger worker"
+            )
+        return asked
     given = os.environ.get(PROCESSES_ENV, "1").strip() or "1"
     try:
         processes = int(given)
@@ -41,11 +56,20 @@ def trainer_processes() -> int:
     return processes
 
 
-def trainer_command(directory: Path) -> list[str]:
+def run_processes(config: dict[str, object]) -> int | None:
+    """The processes a run's config asks for (resources.processes, checked by training.config), or None."""
+    resources = config.get("resources")
+    processes = resources.get("processes") if isinstance(resources, dict) else None
+    return processes if isinstance(processes, int) and not isinstance(processes, bool) else None
+
+
+def trainer_command(directory: Path, processes: int | None = None) -> list[str]:
     """`accelerate launch ... -m training.trainers <run_dir>`. Several machines, DeepSpeed or FSDP are
     an accelerate config file (CRUCIBLE_ACCELERATE_CONFIG), not code. Without one: one process, or
-    CRUCIBLE_TRAINER_PROCESSES of them in data parallel (DDP: NCCL on GPUs, gloo on a CPU)."""
+    `processes` (the run's resources.processes, else CRUCIBLE_TRAINER_PROCESSES) of them in data
+    parallel (DDP: NCCL on GPUs, gloo on a CPU)."""
     module = os.environ.get("CRUCIBLE_TRAINER_MODULE", "training.trainers")
+    count = trainer_processes(processes)  # refused here, whatever launches it, when the worker lacks them
     if os.environ.get("CRUCIBLE_TRAINING_LAUNCHER", "accelerate") == "python":
         return [sys.executable, "-u", "-m", module, str(directory)]
     command = [sys.executable, "-m", "accelerate.commands.launch"]
@@ -53,16 +77,27 @@ def trainer_command(directory: Path) -> list[str]:
     if config_file:
         command += ["--config_file", config_file]
     else:
-        processes = trainer_processes()
-        command += ["--num_processes", str(processes), "--num_machines", "1", "--mixed_precision", "no"]
+        command += ["--num_processes", str(count), "--num_machines", "1", "--mixed_precision", "no"]
         command += ["--dynamo_backend", "no"]
-        if processes > 1:
+        if count > 1:
             # accelerate's --cpu starts one process whatever --num_processes says; its multi-process
             # launcher (torch.distributed.run) with ACCELERATE_USE_CPU (trainer_environment) is DDP over gloo.
             command += ["--multi_gpu", "--main_process_port", str(free_port())]
         elif not has_gpu():
             command.append("--cpu")
     return [*command, "-m", module, str(directory)]
+
+
+def gpu_count() -> int:
+    """GPUs the trainer would see: CUDA_VISIBLE_DEVICES where it is set, else nvidia-smi's list."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip()])
+    try:
+        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
 
 
 def has_gpu() -> bool:
