@@ -12,7 +12,8 @@ import sys
 import traceback
 from pathlib import Path
 
-from training.trainers.common import TrainerError, emit, log, quiet_libraries, read_config, tracker_directories
+from training.trainers.common import TrainerError, emit, log, quiet_libraries, read_config
+from training.trainers.trackers import tracker_directories
 
 # kind -> module with train(config); imported on demand so a kind's dependencies load only when used.
 TRAINERS = {
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = read_config(args.run_dir)
         quiet_libraries()
-        tracker_directories(config)
+        tracker_directories(config.report_to, config.run_output or config.output_dir)
         module = importlib.import_module(TRAINERS[config.kind])
         config.output_dir.mkdir(parents=True, exist_ok=True)
         module.train(config)

@@ -7,7 +7,6 @@ is a record (metric, checkpoint, rollout, done), anything else is log.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -29,12 +28,12 @@ from training.schema import (
     RL,
     TARGET_MODULES,
     check_model,
-    check_report_to,
     check_rl,
     targets_error,
     whole,
 )
 from training.trainers import resume
+from training.trainers.trackers import TrackerError, installed_trackers
 
 if TYPE_CHECKING:
     from transformers import TrainerControl, TrainerState, TrainingArguments
@@ -183,15 +182,10 @@ def read_config(run_dir: Path) -> TrainerConfig:
     save_every = whole(given)
     if save_every is None or save_every < 0:
         raise TrainerError(f"config.logging.save_every_steps must be a whole number >= 0, not {given!r}")
-    trackers, problem = check_report_to(logging_.get("report_to"))
-    if problem:
-        raise TrainerError(f"config.logging.report_to {problem}, not {logging_.get('report_to')!r}")
-    for tracker in trackers:
-        if tracker != "tensorboard" and importlib.util.find_spec(tracker) is None:
-            raise TrainerError(
-                f"config.logging.report_to: {tracker} is not installed on this host "
-                f"(pip install {tracker} and configure it, or leave it out)"
-            )
+    try:
+        trackers = installed_trackers(logging_.get("report_to"))
+    except TrackerError as exc:
+        raise TrainerError(str(exc)) from None
     output = Path(str(raw.get("output_dir") or run_dir / "output")).expanduser().resolve()
     base_model = _path(model.get("base_model"), "model.base_model", directory=True)
     rl_values = {key: rl[key] for key in RL if key in rl}
@@ -491,14 +485,6 @@ def finish_setup(trainer: Any) -> None:
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-
-
-def tracker_directories(config: TrainerConfig) -> None:
-    """TensorBoard's event files go under the run's output, one directory for every launch of the run
-    (a resumed run adds a file beside the first), so `tensorboard --logdir` on it shows the whole run."""
-    if "tensorboard" in config.report_to:
-        root = config.run_output or config.output_dir
-        os.environ["TENSORBOARD_LOGGING_DIR"] = str(root / "tensorboard")
 
 
 def quiet_libraries() -> None:
