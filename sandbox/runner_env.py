@@ -6,14 +6,18 @@ import the copy Crucible installed, and its tests would pass against code that i
 repository's. So the sandbox gets a venv of its own, made from the same interpreter without
 system site-packages, holding only pytest and its requirements.
 
-Those are copied, files and bytecode alike, from the distributions installed beside Crucible
-(the versions `requirements/lock.txt` pins): no index, no network, the same runner everywhere.
+Those are copied from the distributions installed beside Crucible (the versions
+`requirements/lock.txt` pins): no index, no network, the same runner everywhere. Their bytecode is
+compiled in the venv itself: an installer's record of a distribution may list no bytecode (uv
+compiles after it writes the record), and the sandbox, read-only, could never write any, so each
+sandboxed run would compile pytest again.
 The venv is keyed by a hash of the interpreter and those versions, built once (atomically, so
 concurrent workers never see half of one) and mounted read-only by the backends.
 """
 
 from __future__ import annotations
 
+import compileall
 import functools
 import hashlib
 import json
@@ -33,7 +37,7 @@ from packaging.requirements import Requirement
 logger = logging.getLogger(__name__)
 
 RUNNER_REQUIREMENTS = ("pytest",)
-FORMAT = 2  # bump when the layout below changes: a new key, a new venv
+FORMAT = 3  # bump when the layout below changes: a new key, a new venv (3: bytecode compiled in place)
 ROOT_ENV = "CRUCIBLE_RUNNER_DIR"
 MANIFEST = "crucible-runner.json"
 # An empty directory the backends mount read-only over what a sandbox must not see into.
@@ -140,6 +144,10 @@ def _build(env: Path, dists: list[metadata.Distribution]) -> None:
             script = env / "bin" / entry.name
             script.write_text(SCRIPT.format(name=entry.name, module=module, attr=attr))
             script.chmod(0o755)
+    # Against the copies' own mtimes (copy2 kept them): valid wherever the venv is mounted, since
+    # the import system takes a module's file name from where it finds the source.
+    if not compileall.compile_dir(str(dest), quiet=1, workers=1):
+        raise RunnerEnvError(f"could not compile the runner's bytecode in {dest}")
     (env / EMPTY_DIR).mkdir()
     manifest = {"python": sys.version, "distributions": {d.metadata["Name"]: d.version for d in dists}}
     for directory, _, files in os.walk(env):

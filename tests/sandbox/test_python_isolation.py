@@ -7,14 +7,17 @@ a package the repository does not ship is not importable at all.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import struct
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from sandbox import Sandbox
+from sandbox import Sandbox, runner_env
 from sandbox.names import BackendName
 from sandbox.runner_env import MANIFEST, ensure_runner_env, runner_distributions, site_packages
 from tests.sandbox.conftest import SMALL, backend_for
@@ -103,3 +106,42 @@ def test_the_runner_env_is_built_once_per_pins_and_holds_only_pytest_and_its_req
     installed = {p.name.split("-")[0].lower() for p in site_packages(env).glob("*.dist-info")}
     assert installed == names
     assert json.loads((env / MANIFEST).read_text())["distributions"].keys() >= {"pytest"}
+
+
+class RecordedWithoutBytecode:
+    """A distribution as uv records it: it compiles the bytecode after writing the record, so the
+    record lists none of it."""
+
+    def __init__(self, dist: Any) -> None:
+        self._dist = dist
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._dist, name)
+
+    @property
+    def files(self) -> list[Any]:
+        return [file for file in self._dist.files or [] if file.suffix != ".pyc"]
+
+
+def test_the_runner_env_has_current_bytecode_for_every_module_whatever_the_installer_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRUCIBLE_RUNNER_DIR", str(tmp_path / "runners"))
+    dists = [RecordedWithoutBytecode(dist) for dist in runner_distributions()]
+    monkeypatch.setattr(runner_env, "runner_distributions", lambda: dists)
+    ensure_runner_env.cache_clear()
+    try:
+        env = ensure_runner_env()
+    finally:
+        ensure_runner_env.cache_clear()
+    sources = sorted(site_packages(env).rglob("*.py"))
+    assert len(sources) > 50
+    stale = []
+    for source in sources:
+        # A read-only sandbox cannot write bytecode: without a current .pyc each run compiles the module.
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        header = cached.read_bytes()[:16] if cached.is_file() else b""
+        stat = source.stat()
+        if header[8:16] != struct.pack("<II", int(stat.st_mtime) & 0xFFFFFFFF, stat.st_size & 0xFFFFFFFF):
+            stale.append(source.relative_to(site_packages(env)))
+    assert stale == []
