@@ -13,10 +13,12 @@ from core.vocabulary import CheckpointKind, PolicyKind
 from evaluation.services import EvalError, start_eval
 from tasks.models import TaskSuite
 from training.checkpoint_listeners import on_checkpoint_saved
+from training.config import EVALUATION_ROLLOUT
 from training.models import Checkpoint
 from trajectories.rollout_settings import RolloutError, RolloutSettings
 
-SETTINGS = ("samples", "max_steps", "max_new_tokens", "temperature", "sandbox", "seed")
+# What the checked section holds for the rollouts: samples and training.config's rollout settings.
+SETTINGS = ("samples", *sorted(EVALUATION_ROLLOUT))
 
 
 def evaluate_saved_checkpoint(checkpoint: Checkpoint) -> str:
