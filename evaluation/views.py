@@ -24,7 +24,7 @@ RUNS_SHOWN = 200
 @role_required()
 def eval_list(request: HttpRequest) -> HttpResponse:
     can_research = has_role(request.user, RESEARCHER)
-    form = EvalRunForm(request.POST or None)
+    form = EvalRunForm(request.POST or None, initial=launch_initial(request))
     if request.method == "POST":
         if not can_research:
             return error_page(request, "Launching an evaluation needs the researcher role.", status=403)
@@ -44,6 +44,11 @@ def eval_list(request: HttpRequest) -> HttpResponse:
         {"runs": runs, "form": form, "can_research": can_research, "training_runs": training_runs},
         status=400 if request.method == "POST" else 200,
     )
+
+
+def launch_initial(request: HttpRequest) -> dict[str, str]:
+    """The launch form pre-filled from the query: a checkpoint page's "Evaluate this checkpoint"."""
+    return {k: request.GET[k][:200] for k in ("checkpoint", "suite") if request.GET.get(k)}
 
 
 @role_required()

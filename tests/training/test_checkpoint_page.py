@@ -176,3 +176,14 @@ def test_the_page_queries_do_not_grow_with_its_evaluations_runs_and_batches(rese
         )
         TrainingRun.objects.create(name=f"more-{n}", kind="grpo", resume_from=second)
     assert queries_for(researcher, second) == before
+
+
+def test_a_policy_checkpoint_page_opens_the_evaluation_form_filled_in_with_it(researcher: User) -> None:
+    policy = checkpoint("policy-one")
+    reward = checkpoint("reward-one", kind="reward")
+    _, page = page_of(researcher, policy)
+    link = f"{reverse('evaluation:list')}?checkpoint={policy.pk}#launch-eval"
+    assert f'href="{link}"' in page
+    assert 'id="evaluate-checkpoint"' not in page_of(researcher, reward)[1]  # a reward model is no policy
+    form = client_for(researcher).get(reverse("evaluation:list"), {"checkpoint": policy.pk}).content.decode()
+    assert f'<option value="{policy.pk}" selected>' in form
