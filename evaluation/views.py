@@ -5,7 +5,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
-from core.pages import error_page
+from core.pages import error_page, initial_from_query
 from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from core.vocabulary import CheckpointKind
@@ -24,7 +24,8 @@ RUNS_SHOWN = 200
 @role_required()
 def eval_list(request: HttpRequest) -> HttpResponse:
     can_research = has_role(request.user, RESEARCHER)
-    form = EvalRunForm(request.POST or None, initial=launch_initial(request))
+    # A checkpoint page's "Evaluate this checkpoint" links here with ?checkpoint=ID.
+    form = EvalRunForm(request.POST or None, initial=initial_from_query(request, ("checkpoint", "suite"), 200))
     if request.method == "POST":
         if not can_research:
             return error_page(request, "Launching an evaluation needs the researcher role.", status=403)
@@ -44,11 +45,6 @@ def eval_list(request: HttpRequest) -> HttpResponse:
         {"runs": runs, "form": form, "can_research": can_research, "training_runs": training_runs},
         status=400 if request.method == "POST" else 200,
     )
-
-
-def launch_initial(request: HttpRequest) -> dict[str, str]:
-    """The launch form pre-filled from the query: a checkpoint page's "Evaluate this checkpoint"."""
-    return {k: request.GET[k][:200] for k in ("checkpoint", "suite") if request.GET.get(k)}
 
 
 @role_required()

@@ -17,6 +17,7 @@ from core.limits import (
     TEMPERATURE_MAX,
     TEMPERATURE_MIN,
 )
+from core.pages import initial_from_query
 from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from core.vocabulary import ISOLATING_BACKENDS, LAUNCHABLE_POLICIES
@@ -65,7 +66,7 @@ class LaunchForm(forms.Form):
 
 def launch_initial(request: HttpRequest) -> dict[str, str]:
     """A launch form pre-filled from the query (the task page's "Roll out this task")."""
-    return {k: request.GET[k][:4000] for k in ("suite", "tasks", "policy", "model") if request.GET.get(k)}
+    return initial_from_query(request, ("suite", "tasks", "policy", "model"), 4000)
 
 
 @role_required()

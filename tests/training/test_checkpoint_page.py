@@ -187,3 +187,11 @@ def test_a_policy_checkpoint_page_opens_the_evaluation_form_filled_in_with_it(re
     assert 'id="evaluate-checkpoint"' not in page_of(researcher, reward)[1]  # a reward model is no policy
     form = client_for(researcher).get(reverse("evaluation:list"), {"checkpoint": policy.pk}).content.decode()
     assert f'<option value="{policy.pk}" selected>' in form
+    # A link with a bad or hostile value opens the empty form, the value never echoed.
+    for bad in ("99999", "<script>x</script>", "1" * 500):
+        response = client_for(researcher).get(reverse("evaluation:list"), {"checkpoint": bad})
+        assert (
+            response.status_code == 200
+            and " selected>" not in response.content.decode().split('name="checkpoint"')[1].split("</select>")[0]
+        )
+        assert "<script>x</script>" not in response.content.decode()
