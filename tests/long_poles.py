@@ -50,7 +50,7 @@ LONG_POLES: dict[str, float] = {
     "tests/training/test_lora.py::test_a_lora_sft_run_saves_an_adapter": 45,
     "tests/training/test_lora.py::test_a_grpo_run_trains_adapters": 33,
     "tests/training/test_lora.py::test_dpo_and_reward_runs_train_adapters_only[dpo": 28,
-    "tests/training/test_ddp.py::test_two_processes_train_the_bundled_model_as_one_run": 65,
+    "tests/training/test_ddp.py::test_two_processes_train_one_run": 20,
     "tests/evaluation/test_during_training.py::test_each_saved_checkpoint_is_evaluated": 45,
     "tests/training/test_resume.py::test_a_killed_run_resumes": 30,
 }
