@@ -80,3 +80,20 @@ def test_the_reward_vs_pass_at_k_page_charts_real_runs_and_names_the_diagnosis(
     page.click("nav >> text=Health")
     page.wait_for_selector("#health tbody tr[data-row='reward_gamed']")
     assert page.locator("#health tbody tr").count() == 12  # the guide's eight, plus each other reward-vs-pass@k shape
+
+
+def test_a_running_eval_page_reloads_itself_even_under_a_fragment(live_server: Any, page: Any, reviewer: Any) -> None:
+    # Launched from a checkpoint's link (/evaluation/?checkpoint=N#launch-eval), the run's page
+    # inherits #launch-eval across the redirect: a refresh to that URL would only scroll.
+    suite = small_suite("one-task", ("task_0001",))
+    run = EvalRun.objects.create(suite=suite, policy_kind="scripted", samples=1, k_values=[1], temperature=0.0)
+    EvalRun.objects.filter(pk=run.pk).update(status="running")
+    page.goto(f"{live_server.url}/login/")
+    page.fill("input[name=username]", reviewer.username)
+    page.fill("input[name=password]", "correct horse battery")
+    page.click("button[type=submit]")
+    page.wait_for_selector("h1:has-text('Dashboard')")
+    page.goto(f"{live_server.url}/evaluation/{run.pk}/#launch-eval")
+    assert page.text_content("#eval-status") == "running"
+    EvalRun.objects.filter(pk=run.pk).update(status="succeeded")  # as its last sample is scored
+    page.wait_for_function("document.getElementById('eval-status').textContent === 'succeeded'", timeout=15_000)
