@@ -5,14 +5,22 @@
   const dataTag = document.getElementById("reward-vs-pass-data");
   if (!div || !dataTag || !window.Plotly) return;
   const data = JSON.parse(dataTag.textContent);
-  window.Plotly.newPlot(div, [
-    { x: data.reward.x, y: data.reward.y, mode: "lines", name: "training reward", yaxis: "y" },
-    { x: data.pass.x, y: data.pass.y, mode: "lines+markers", name: "pass@" + data.k + " (eval)", yaxis: "y2" },
-  ], {
-    margin: { t: 24, r: 56, b: 40, l: 56 },
-    xaxis: { title: { text: "training step" } },
-    yaxis: { title: { text: "reward" } },
-    yaxis2: { title: { text: "pass@" + data.k }, overlaying: "y", side: "right", range: [-0.03, 1.03] },
-    legend: { orientation: "h" },
-  }, { displayModeBar: false, responsive: true }).then(() => { div.dataset.ready = "1"; });
+  const passTitle = "pass@" + data.k;
+  const passRange = [-0.03, 1.03];
+  const layout = { margin: { t: 24, r: 56, b: 40, l: 56 }, xaxis: { title: { text: "training step" } }, legend: { orientation: "h" } };
+  let traces;
+  if (data.reward.x.length) {
+    traces = [
+      { x: data.reward.x, y: data.reward.y, mode: "lines", name: "training reward", yaxis: "y" },
+      { x: data.pass.x, y: data.pass.y, mode: "lines+markers", name: passTitle + " (eval)", yaxis: "y2" },
+    ];
+    layout.yaxis = { title: { text: "reward" } };
+    layout.yaxis2 = { title: { text: passTitle }, overlaying: "y", side: "right", range: passRange };
+  } else {
+    // No reward logged (an SFT run logs a loss): pass@k alone, on the only axis, not beside an empty one.
+    traces = [{ x: data.pass.x, y: data.pass.y, mode: "lines+markers", name: passTitle + " (eval)" }];
+    layout.yaxis = { title: { text: passTitle }, range: passRange };
+  }
+  window.Plotly.newPlot(div, traces, layout, { displayModeBar: false, responsive: true })
+    .then(() => { div.dataset.ready = "1"; });
 })();

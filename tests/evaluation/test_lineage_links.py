@@ -91,3 +91,12 @@ def test_the_reward_vs_pass_page_links_the_run_and_each_point_checkpoint(researc
     assert f'href="{reverse("training:checkpoint", args=[checkpoint.pk])}"' in table
     assert f'href="{reverse("evaluation:detail", args=[evaluation.pk])}"' in table
     assert f'href="{reverse("training:run", args=[run.pk])}"' in page
+
+
+def test_a_run_that_logged_no_reward_says_so_beside_its_pass_at_k(researcher: User) -> None:
+    run, _, _ = evaluated_checkpoint()
+    TrainingRun.objects.filter(pk=run.pk).update(kind="sft")
+    page = get(researcher, reverse("evaluation:reward-vs-pass", args=[run.pk]))
+    assert 'id="no-reward"' in page and "a sft run logs its loss" in page
+    run.metric_rows.create(step=1, values={"reward": 0.5})
+    assert 'id="no-reward"' not in get(researcher, reverse("evaluation:reward-vs-pass", args=[run.pk]))
