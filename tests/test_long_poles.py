@@ -14,7 +14,7 @@ class FakeItem:
 
 def test_each_slice_starts_with_its_poles_and_nothing_is_lost() -> None:
     poles = [
-        "tests/browser/test_training_live.py::test_an_sft_run_from_the_browser_trains",
+        "tests/browser/test_first_hour.py::test_a_new_users_first_hour",
         "tests/tasks/test_real_history.py::test_chosen_sqlparse_commits_validate",
         "tests/tasks/test_builders.py::test_the_demo_history_yields_valid_tasks_from_real_commits",
         "tests/rewards/test_bulk_scoring.py::test_score_imported_verifies_a_thousand_trajectories",

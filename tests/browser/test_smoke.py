@@ -5,7 +5,6 @@ from typing import Any
 
 import pytest
 
-from rewards.services import score_trajectory
 from tasks.models import TaskSuite
 from trajectories.models import Trajectory
 
@@ -102,29 +101,6 @@ def test_a_reviewer_moves_through_steps_and_trajectories_from_the_keyboard(
     page.wait_for_url(f"**/trajectories/{older.trajectory_id}/")
     page.keyboard.press("p")
     page.wait_for_url(f"**/trajectories/{trajectory.trajectory_id}/")
-
-
-def test_a_researcher_builds_a_training_set_from_a_filter(
-    live_server: Any, page: Any, researcher: Any, demo_suite: TaskSuite
-) -> None:
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", researcher.username)
-    page.fill("input[name=password]", "correct horse battery")
-    page.click("button[type=submit]")
-    page.wait_for_selector("h1:has-text('Dashboard')")
-    # Imported outcomes are claims: a training set takes only what Crucible verified.
-    for claimed in Trajectory.objects.filter(claimed__success=True).exclude(patch=""):
-        score_trajectory(str(claimed.trajectory_id))
-    page.goto(f"{live_server.url}/trajectories/")
-    page.select_option("form.filters select[name=success]", "true")
-    page.click("form.filters button[type=submit]")
-    page.wait_for_url("**/trajectories/?*success=true*")
-    page.fill("#curate input[name=name]", "demo-wins")
-    page.click("#curate button[type=submit]")
-    page.wait_for_url("**/training/sets/demo-wins/1/")
-    wins = Trajectory.objects.filter(success=True).count()
-    assert page.inner_text("#ts-stats").startswith(f"{wins} trajectories ({wins} successes, 0 failures)")
-    assert page.locator("tbody tr").count() == wins
 
 
 PAYLOADS = [
