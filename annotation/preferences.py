@@ -20,6 +20,9 @@ a researcher's resolution, or a strict majority of a complete set of judgements.
 both-bad verdicts say neither side should be preferred; they are left out unless asked for,
 and then exported A-as-chosen with `verdict` telling the reader what they are.
 
+With `sides=PairSides.PATCH` each side is that patch alone (a row as long as the two patches, where
+a pair of 30-step trajectories is thousands of tokens a side and a trainer's step takes minutes).
+
 Each side ends with the patch its trajectory submitted, as one last assistant turn
 (trajectories.conversation.judged_conversation): the patch is what people judged, and two
 trajectories whose steps read alike differ in it alone. A pair whose sides still render the
@@ -35,8 +38,8 @@ from typing import Any
 
 from annotation.agreement_report import verdict
 from annotation.models import Comparison, ComparisonSet, Judgement
-from core.vocabulary import ComparisonChoice
-from trajectories.conversation import TOOLS, RecordedStep, judged_conversation, prompt_messages
+from core.vocabulary import ComparisonChoice, PairSides
+from trajectories.conversation import TOOLS, RecordedStep, pair_side, prompt_messages
 from trajectories.models import Step
 
 # Pairs per database round trip; both sides' steps of a chunk are in memory at once.
@@ -56,6 +59,7 @@ def iter_preference_rows(
     keep_ties: bool = False,
     margin: bool = True,
     refused: Counter[str] | None = None,
+    sides: PairSides = PairSides.TURNS,
 ) -> Iterator[dict[str, Any]]:
     """One row per pair with a verdict, in the set's serving order, walked by primary key; pairs
     whose sides render the same are counted in `refused` (IDENTICAL_PAIRS) instead."""
@@ -73,7 +77,7 @@ def iter_preference_rows(
         steps = _steps([pk for c in chunk for pk in (c.trajectory_a_id, c.trajectory_b_id)])
         for comparison in chunk:
             comparison.comparison_set = comparison_set  # one set: no query per pair for its name and k
-            row = _row(comparison, votes.get(comparison.id, []), steps, keep_ties=keep_ties, margin=margin)
+            row = _row(comparison, votes.get(comparison.id, []), steps, keep_ties=keep_ties, margin=margin, sides=sides)
             if row is None:
                 continue
             if row["chosen"] == row["rejected"]:
@@ -113,6 +117,7 @@ def _row(
     *,
     keep_ties: bool,
     margin: bool,
+    sides: PairSides,
 ) -> dict[str, Any] | None:
     complete = len(votes) >= comparison.comparison_set.reviewers_per_pair
     if not comparison.resolution and not complete:
@@ -127,8 +132,8 @@ def _row(
     prompt = prompt_messages(statement)
     row: dict[str, Any] = {
         "prompt": prompt,
-        "chosen": judged_conversation(statement, steps.get(chosen.pk, []), chosen.patch)[len(prompt) :],
-        "rejected": judged_conversation(statement, steps.get(rejected.pk, []), rejected.patch)[len(prompt) :],
+        "chosen": pair_side(statement, steps.get(chosen.pk, []), chosen.patch, sides),
+        "rejected": pair_side(statement, steps.get(rejected.pk, []), rejected.patch, sides),
         "tools": TOOLS_JSON,
     }
     if margin:

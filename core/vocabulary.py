@@ -246,6 +246,13 @@ class TrainingKind(StrEnum):
     GRPO = "grpo"
 
 
+class PairSides(StrEnum):
+    """What each side of a preference pair shows a reward or DPO trainer (data.pair_sides)."""
+
+    TURNS = "turns"  # the trajectory's turns, then its submitted patch: the whole chat
+    PATCH = "patch"  # the submitted patch alone, as one assistant turn: what people judged
+
+
 class CheckpointKind(StrEnum):
     POLICY = "policy"  # a causal LM: usable as the hf policy
     REWARD = "reward"  # a sequence-classification reward model

@@ -18,7 +18,7 @@ import yaml
 from django.conf import settings
 
 from annotation.models import ComparisonSet
-from core.vocabulary import CheckpointKind, PolicyKind, TrainingKind, values
+from core.vocabulary import CheckpointKind, PairSides, PolicyKind, TrainingKind, values
 from tasks.models import TaskSuite
 from training.checkpoint_store import is_fetchable
 from training.models import Checkpoint, TrainingSet
@@ -44,7 +44,15 @@ SECTIONS: dict[str, frozenset[str]] = {
     "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
     "rl": RL_KEYS,
     "data": frozenset(
-        {"training_set", "train_file", "comparison_set", "task_dir", "filter_valid_tasks", "keep_failed_trajectories"}
+        {
+            "training_set",
+            "train_file",
+            "comparison_set",
+            "pair_sides",
+            "task_dir",
+            "filter_valid_tasks",
+            "keep_failed_trajectories",
+        }
     ),
     "logging": frozenset({"save_every_steps", "log_file", "report_to"}),
     # Evaluation during training: every `every`-th saved checkpoint is evaluated on `suite` by the
@@ -178,6 +186,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
     base_dir, base_checkpoint = _resolve_model(c, model, kind)
     _check_targets(c, model, base_dir)
     training_set, train_file, comparison_set = _resolve_data(c, data, kind)
+    _check_pair_sides(c, data, kind)
     if c.errors or kind is None or base_dir is None:
         raise ConfigError(c.errors)
     if base_checkpoint is not None:
@@ -360,6 +369,20 @@ def _resolve_data(
         return None, None, None
     data["training_set"] = str(training_set)
     return training_set, None, None
+
+
+def _check_pair_sides(c: _Checker, data: dict[str, Any], kind: TrainingKind | None) -> None:
+    """data.pair_sides: what each side of a reward or DPO pair shows, its turns and patch or the patch
+    alone; kept in the stored config (default turns) so the run says which it trained on."""
+    if kind not in PREFERENCE_KINDS:
+        if "pair_sides" in data:
+            c.error("data.pair_sides", f"shapes the pairs of reward and dpo runs, not {kind}")
+        return
+    value = data.get("pair_sides", PairSides.TURNS.value)
+    if value not in {s.value for s in PairSides}:
+        c.error("data.pair_sides", f"must be one of {', '.join(s.value for s in PairSides)}")
+        return
+    data["pair_sides"] = value
 
 
 def _resolve_comparison_set(c: _Checker, data: dict[str, Any], kind: TrainingKind | None) -> ComparisonSet | None:

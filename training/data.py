@@ -23,13 +23,13 @@ from typing import Any
 
 from annotation.models import ComparisonSet
 from annotation.preferences import iter_preference_rows
-from core.vocabulary import TrainingKind
+from core.vocabulary import PairSides, TrainingKind
 from rewards.models import Reward
 from tasks.models import Task
 from tasks.storage import tree_path
 from training.models import TrainingSet
 from training.queries import set_spec
-from trajectories.conversation import TOOLS, RecordedStep, conversation, judged_conversation, prompt_messages
+from trajectories.conversation import TOOLS, RecordedStep, conversation, pair_side, prompt_messages
 from trajectories.models import Trajectory
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -57,18 +57,20 @@ def prepare(
     training_set: TrainingSet | None = None,
     train_file: Path | None = None,
     comparison_set: ComparisonSet | None = None,
+    sides: PairSides = PairSides.TURNS,
 ) -> TrainData:
-    """Write `<run_dir>/train.jsonl` for the kind; the same inputs always give the same file."""
+    """Write `<run_dir>/train.jsonl` for the kind; the same inputs always give the same file.
+    `sides` is what each side of a reward or DPO pair shows (data.pair_sides)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     dest = run_dir / "train.jsonl"
     refused: Counter[str] = Counter()
     if training_set is not None:
-        rows = _rows_from_set(kind, training_set, run_dir, refused)
+        rows = _rows_from_set(kind, training_set, run_dir, refused, sides)
         dataset = str(training_set)
     elif comparison_set is not None:
         # People's verdicts as they stand now: the run keeps this file (and its hash), so a
         # judgement made later does not change what it trained on.
-        rows = iter_preference_rows(comparison_set, refused=refused)
+        rows = iter_preference_rows(comparison_set, refused=refused, sides=sides)
         dataset = f"comparison set {comparison_set.name}"
     elif train_file is not None:
         rows = _rows_from_file(kind, train_file, run_dir, refused)
@@ -171,12 +173,14 @@ def _chat(trajectory: Trajectory) -> list[dict[str, Any]]:
     return conversation(_statement(trajectory), _steps(trajectory))
 
 
-def _judged(trajectory: Trajectory) -> list[dict[str, Any]]:
-    return judged_conversation(_statement(trajectory), _steps(trajectory), trajectory.patch)
+def _judged(trajectory: Trajectory, sides: PairSides) -> list[dict[str, Any]]:
+    """One side of a pair after the prompt (the patch alone skips reading the steps)."""
+    steps = _steps(trajectory) if sides is PairSides.TURNS else iter(())
+    return pair_side(_statement(trajectory), steps, trajectory.patch, sides)
 
 
 def _rows_from_set(
-    kind: TrainingKind, training_set: TrainingSet, run_dir: Path, refused: Counter[str]
+    kind: TrainingKind, training_set: TrainingSet, run_dir: Path, refused: Counter[str], sides: PairSides
 ) -> Iterator[dict[str, Any]]:
     members = _verified(training_set)
     if kind is TrainingKind.SFT:
@@ -185,7 +189,7 @@ def _rows_from_set(
             if reward.resolved:
                 yield {"messages": _chat(trajectory), "tools": TOOLS, "trajectory_id": str(trajectory.trajectory_id)}
     elif kind in (TrainingKind.REWARD, TrainingKind.DPO):
-        yield from _pairs(members, refused)
+        yield from _pairs(members, refused, sides)
     else:
         seen: set[str] = set()
         for trajectory, _ in members:
@@ -195,7 +199,9 @@ def _rows_from_set(
             yield _grpo_row(trajectory.task, run_dir)
 
 
-def _pairs(members: list[tuple[Trajectory, Reward]], refused: Counter[str]) -> Iterator[dict[str, Any]]:
+def _pairs(
+    members: list[tuple[Trajectory, Reward]], refused: Counter[str], sides: PairSides
+) -> Iterator[dict[str, Any]]:
     """Per task, the best verified outcome against the worst, the second best against the second
     worst, ...: a pair only where the verified rewards differ, so the preference is a real one.
     Each side ends with the patch it submitted (what the verifier scored); a pair whose sides still
@@ -209,11 +215,10 @@ def _pairs(members: list[tuple[Trajectory, Reward]], refused: Counter[str]) -> I
             (best, best_reward), (worst, worst_reward) = ranked[i], ranked[-1 - i]
             if best_reward.reward <= worst_reward.reward:
                 break
-            chosen, rejected = _judged(best), _judged(worst)
             row = {
-                "prompt": chosen[:2],
-                "chosen": chosen[2:],
-                "rejected": rejected[2:],
+                "prompt": prompt_messages(_statement(best)),
+                "chosen": _judged(best, sides),
+                "rejected": _judged(worst, sides),
                 "task_id": task_ref,
                 "chosen_trajectory_id": str(best.trajectory_id),
                 "rejected_trajectory_id": str(worst.trajectory_id),

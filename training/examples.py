@@ -33,6 +33,9 @@ logging:
 """
 _GRPO = "  num_generations: 2\nenvironment:\n  mode: single_turn  # or agent\n"
 PLACEHOLDER_SET = "my-verified-set"
+# A side of a long trajectory is thousands of tokens, and a CPU step over it minutes: the examples
+# train on what people judged, the patches.
+PAIR_SIDES = "pair_sides: patch  # each side its submitted patch; turns: its steps, then the patch"
 
 
 def _data(kind: TrainingKind, training_set: str, comparison_set: str) -> str:
@@ -41,8 +44,10 @@ def _data(kind: TrainingKind, training_set: str, comparison_set: str) -> str:
         what = "its verified successes" if kind is TrainingKind.SFT else "one prompt per task"
         return f"{set_line}  # a verified training set (name or name@version): {what}"
     if comparison_set:
-        return f"comparison_set: {comparison_set}  # people's verdicts, frozen when the run starts"
-    return f"{set_line}  # pairs of its verified outcomes; or comparison_set: NAME (people's verdicts)"
+        data = f"comparison_set: {comparison_set}  # people's verdicts, frozen when the run starts"
+    else:
+        data = f"{set_line}  # pairs of its verified outcomes; or comparison_set: NAME (people's verdicts)"
+    return data + f"\n  {PAIR_SIDES}"
 
 
 def example(kind: TrainingKind, training_set: str = "", comparison_set: str = "") -> str:

@@ -31,7 +31,7 @@ from core.live import group_name, publish_on_commit
 from core.objectstore import StoreError
 from core.storage import object_store, remote_storage, sha256_file
 from core.sweep import SweepContext
-from core.vocabulary import LiveGroup, RunStatus
+from core.vocabulary import LiveGroup, PairSides, RunStatus
 from sandbox.process import signal_group
 from training import data
 from training.config import RunConfig, check, config_hash, parse
@@ -93,8 +93,9 @@ def create_run(text_or_config: str | dict[str, Any], user: User = None, *, enque
         record(user, AuditAction.LAUNCH, run, kind="training", training_kind=checked.kind)
         directory = run_dir(run)
         try:
+            sides = PairSides(checked.config["data"].get("pair_sides", PairSides.TURNS))
             train = data.prepare(
-                checked.kind, directory, checked.training_set, checked.train_file, checked.comparison_set
+                checked.kind, directory, checked.training_set, checked.train_file, checked.comparison_set, sides
             )
         except (data.DataError, OSError) as exc:
             shutil.rmtree(directory, ignore_errors=True)

@@ -11,12 +11,21 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from core.vocabulary import PairSides
 from trajectories.agent import SYSTEM_PROMPT, turn_messages
 from trajectories.policies.base import Message
 from trajectories.policies.replay import call_for
 from trajectories.tools import TOOLS
 
-__all__ = ["TOOLS", "RecordedStep", "conversation", "judged_conversation", "prompt_messages", "submission_message"]
+__all__ = [
+    "TOOLS",
+    "RecordedStep",
+    "conversation",
+    "judged_conversation",
+    "pair_side",
+    "prompt_messages",
+    "submission_message",
+]
 
 # A patch shown to a trainer is bounded: the rows of a preference file must stay lines a reader takes.
 MAX_SUBMISSION_CHARS = 100_000
@@ -63,3 +72,11 @@ def submission_message(patch: str) -> dict[str, Any]:
 def judged_conversation(statement: str, steps: Iterable[RecordedStep], patch: str) -> list[dict[str, Any]]:
     """The chat, then the submitted patch: one side of a preference pair as it was judged."""
     return [*conversation(statement, steps), submission_message(patch)]
+
+
+def pair_side(statement: str, steps: Iterable[RecordedStep], patch: str, sides: PairSides) -> list[dict[str, Any]]:
+    """One side of a preference pair after its prompt: the turns and the patch, or the patch alone
+    (PairSides.PATCH: a row as long as the patch, however many steps the trajectory took)."""
+    if sides is PairSides.PATCH:
+        return [submission_message(patch)]
+    return judged_conversation(statement, steps, patch)[len(prompt_messages(statement)) :]

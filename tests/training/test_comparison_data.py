@@ -24,6 +24,8 @@ from tests.training.trainer_support import make_tiny_model
 from training.launcher import execute
 from training.models import TrainingRun
 from training.services import run_dir
+from trajectories.conversation import submission_message
+from trajectories.models import Step, Trajectory
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +62,10 @@ def test_a_reward_run_from_the_form_trains_on_the_sets_verdicts_frozen_at_launch
     status, location = launch(researcher, raw("reward", tiny, {"comparison_set": cset.name}))
     assert status == 302, location
     run = TrainingRun.objects.get(pk=int(location.rstrip("/").rsplit("/", 1)[1]))
-    assert run.dataset == "comparison set judged-pairs" and run.config["data"] == {"comparison_set": "judged-pairs"}
+    assert run.dataset == "comparison set judged-pairs" and run.config["data"] == {
+        "comparison_set": "judged-pairs",
+        "pair_sides": "turns",  # the default, kept: the run says what its pairs showed
+    }
     written = [json.loads(line) for line in (run_dir(run) / "train.jsonl").read_text().splitlines()]
     assert [row["verdict"] for row in written] == ["A", "B", "A"]  # the fourth pair has no verdict yet
     assert written == [json.loads(json.dumps(row)) for row in iter_preference_rows(cset)]
@@ -89,6 +94,8 @@ def test_what_a_comparison_set_cannot_train_is_refused_by_field(researcher: User
             "data.train_file, data.comparison_set: not both training_set and comparison_set",
         ),
         (raw("dpo", tiny, {"comparison_set": "unjudged"}), "none of its pairs has a verdict yet"),
+        (raw("dpo", tiny, {"comparison_set": "judged-pairs", "pair_sides": "steps"}), "must be one of turns, patch"),
+        (raw("sft", tiny, {"training_set": "x", "pair_sides": "patch"}), "shapes the pairs of reward and dpo runs"),
     ]
     for config, message in cases:
         status, page = launch(researcher, config)
@@ -114,3 +121,32 @@ def test_the_forms_examples_name_this_installations_data(researcher: User) -> No
     examples = client.get("/training/").context["examples"]
     assert "comparison_set: judged-pairs" in examples["reward"] and "comparison_set: judged-pairs" in examples["dpo"]
     assert "training_set: my-verified-set" in examples["sft"]  # no verified set here yet: a placeholder
+
+
+def test_a_dpo_run_on_patch_sides_trains_on_each_sides_patch_alone(researcher: User, tiny: Path) -> None:
+    cset = make_set("long-pairs", VOTES)
+    for trajectory in Trajectory.objects.all():  # long trajectories: each side thousands of characters of turns
+        for number in range(100, 120):
+            observation = f"{trajectory.patch}: step {number} output " + "x" * 400
+            Step.objects.create(
+                trajectory=trajectory, step=number, action_type="run_tests", action_input={}, observation=observation
+            )
+    status, location = launch(researcher, raw("dpo", tiny, {"comparison_set": cset.name, "pair_sides": "patch"}))
+    assert status == 302, location
+    run = TrainingRun.objects.get(pk=int(location.rstrip("/").rsplit("/", 1)[1]))
+    assert run.config["data"]["pair_sides"] == "patch"
+    written = [json.loads(line) for line in (run_dir(run) / "train.jsonl").read_text().splitlines()]
+    assert [row["verdict"] for row in written] == ["A", "B", "A"]
+    for row, pair in zip(written, Comparison.objects.filter(comparison_set=cset).order_by("position"), strict=False):
+        chosen, rejected = (
+            (pair.trajectory_a, pair.trajectory_b) if row["verdict"] == "A" else (pair.trajectory_b, pair.trajectory_a)
+        )
+        assert row["chosen"] == [submission_message(chosen.patch)]
+        assert row["rejected"] == [submission_message(rejected.patch)]
+    turns = list(iter_preference_rows(cset))
+    assert len(json.dumps(turns[0]["chosen"])) > 20 * len(json.dumps(written[0]["chosen"]))
+
+    execute(run.pk)
+    run.refresh_from_db()
+    assert run.status == RunStatus.SUCCEEDED, run.log_tail
+    assert run.checkpoints.get().kind == CheckpointKind.POLICY
