@@ -25,7 +25,7 @@ setup:
 
 # System packages: installed only when missing and only when we may (root).
 SYSTEM_NEEDS := bwrap:bubblewrap redis-server:redis-server chromium:chromium git:git podman:podman runc:runc \
-	catatonit:catatonit
+	catatonit:catatonit go:golang-go node:nodejs npm:npm
 system-packages:
 	@missing=""; for pair in $(SYSTEM_NEEDS); do cmd=$${pair%%:*}; pkg=$${pair##*:}; \
 	  { command -v $$cmd || test -e $$cmd; } >/dev/null 2>&1 || missing="$$missing $$pkg"; done; \

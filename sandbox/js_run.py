@@ -1,0 +1,187 @@
+"""A JavaScript or TypeScript repository's Vitest tests, run in the sandbox offline and hermetically.
+
+The harness writes the Vitest configuration (a plain ES module, no imports) into a directory
+mounted read-only outside the workspace and names it with `--config`: the repository's own
+vitest.config.* and vite.config.* are never loaded, so they choose neither the reporters, nor the
+output files, nor which files and tests run. `--configLoader native` imports it as it is (Vite's
+default loader would bundle it into a file beside it, in a read-only directory). The JUnit and JSON
+reports go to FIFOs (sandbox.report_fifo) and are read with sandbox.outcomes_js.
+
+Dependencies come from the lock file, installed on the host (sandbox.node_env) and mounted
+read-only as the workspace's node_modules. A node_modules directory anywhere else in the workspace
+is refused: Node would resolve the tests' imports (`vitest` itself) from it first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path, PurePosixPath
+
+from sandbox.backends.base import WORKSPACE_MOUNT, Backend, SandboxError
+from sandbox.junit import ReportError
+from sandbox.lang_run import RunDirs, RunPlan, checked_ids, lang_report, run_plan
+from sandbox.limits import Limits
+from sandbox.node_env import NODE, ensure_node_modules
+from sandbox.outcomes_js import SEPARATOR, JsRunner, parse_js
+from sandbox.results import TestReport
+
+JUNIT, SUMMARY, CONFIG = "junit.xml", "summary.json", "vitest.config.mjs"
+VITEST_ENTRY = f"{WORKSPACE_MOUNT}/node_modules/vitest/vitest.mjs"
+MAX_SCANNED = 20_000
+# Node, Vite and Rolldown's native code take over 2 GiB of address space (RLIMIT_AS) between them:
+# at 2 GiB Vite's lexer cannot instantiate its Wasm. Real memory is still the cgroup's to bound.
+DEFAULT_LIMITS = Limits(memory_mb=4096)
+MIN_MEMORY_MB = 3072
+# Characters a glob would read as syntax (tinyglobby / picomatch): each is matched literally once escaped.
+_GLOB_SPECIAL = re.compile(r"([*?\[\]{}()!+@|,])")
+_REGEX_SPECIAL = re.compile(r"([\\^$.*+?()\[\]{}|/-])")
+CONFIG_TEMPLATE = """// Written by the Crucible harness for one run; nothing in the workspace is read for configuration.
+export default {{
+  root: {root},
+  cacheDir: "/tmp/vite",
+  test: {{
+    include: {include},
+    exclude: [],
+    reporters: ["junit", "json"],
+    outputFile: {{ junit: {junit}, json: {summary} }},
+    testNamePattern: {pattern},
+    watch: false,
+    // As in NODE_OPTIONS (run_js_tests): the workers' Wasm within the sandbox's address-space limit.
+    execArgv: ["--disable-wasm-trap-handler"],
+    allowOnly: false,
+    passWithNoTests: false,
+    setupFiles: [],
+    globalSetup: [],
+    coverage: {{ enabled: false }},
+    typecheck: {{ enabled: false }},
+  }},
+}};
+"""
+
+
+def js_string(text: str) -> str:
+    """A JavaScript string literal for any text: JSON's escaping, with U+2028 and U+2029 escaped too."""
+    return json.dumps(text, ensure_ascii=True)
+
+
+def test_file(workspace: Path, file: str) -> str:
+    """A test file's path as the ids spell it (relative to the root), when it is a plain file there."""
+    path = PurePosixPath(file)
+    if path.is_absolute() or ".." in path.parts or "\\" in file or file != str(path) or file.startswith("-"):
+        raise SandboxError(f"test file {file[:200]!r}: not a plain relative path")
+    host = workspace.joinpath(*path.parts)
+    if host.is_symlink() or not host.is_file():
+        raise SandboxError(f"test file {file[:200]!r}: not a file in the workspace")
+    return file
+
+
+def selection(workspace: Path, test_ids: Sequence[str]) -> tuple[list[str], str | None]:
+    """(the files to run, the name pattern or None for every test in them) for `<file>::<a > b>` ids.
+
+    An id naming a file alone runs all of that file, and then every test of the selected files runs.
+    Vitest matches the pattern against a test's names joined by spaces, the file's first: the
+    pattern is anchored at the end and on a space, so it selects these names in any file run.
+    """
+    files: dict[str, None] = {}
+    names: set[str] = set()
+    whole = False
+    for test_id in checked_ids(test_ids):
+        file, _, path = test_id.partition("::")
+        files[test_file(workspace, file)] = None
+        if not path:
+            whole = True
+        else:
+            names.add(" ".join(path.split(SEPARATOR)))
+    if not files:
+        raise SandboxError("no test ids to run")
+    if whole or not names:
+        return list(files), None
+    escaped = "|".join(_REGEX_SPECIAL.sub(r"\\\1", name) for name in sorted(names))
+    return list(files), f"(?:^| )(?:{escaped})$"
+
+
+def vitest_config(files: Sequence[str], pattern: str | None, dirs: RunDirs) -> str:
+    include = "[" + ", ".join(js_string(_GLOB_SPECIAL.sub(r"\\\1", f)) for f in files) + "]"
+    return CONFIG_TEMPLATE.format(
+        root=js_string(WORKSPACE_MOUNT),
+        include=include,
+        junit=js_string(dirs.report(JUNIT)),
+        summary=js_string(dirs.report(SUMMARY)),
+        pattern=f"new RegExp({js_string(pattern)})" if pattern is not None else "undefined",
+    )
+
+
+def refuse_planted_modules(workspace: Path) -> None:
+    """No node_modules of the workspace's own, at its top or below: imports would resolve there first."""
+    scanned = 0
+    for directory, subdirs, files in os.walk(workspace):
+        scanned += len(subdirs) + len(files)
+        if scanned > MAX_SCANNED:
+            raise SandboxError(f"the workspace holds over {MAX_SCANNED} entries: too many to check for node_modules")
+        for name in subdirs + files:
+            if name == "node_modules":
+                where = os.path.relpath(os.path.join(directory, name), workspace)
+                raise SandboxError(f"the workspace has its own {where}: dependencies come only from the lock file")
+        subdirs[:] = [d for d in subdirs if d != ".git"]
+
+
+def vitest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tuple[RunPlan, RunDirs]:
+    refuse_planted_modules(workspace)
+    if not (modules / "vitest" / "vitest.mjs").is_file():
+        raise SandboxError("vitest is not among the lock file's packages")
+    files, pattern = selection(workspace, test_ids)
+    dirs = RunDirs.fresh()
+    config = f"{dirs.harness}/{CONFIG}"
+    argv = [NODE, VITEST_ENTRY, "run", "--config", config, "--configLoader", "native", "--root", WORKSPACE_MOUNT]
+    # Wasm memories reserve ~10 GiB of address space each unless bounds are checked in code: the
+    # sandbox limits address space (RLIMIT_AS), so the trap handler is off in every node process.
+    env = {
+        "NODE_OPTIONS": "--disable-wasm-trap-handler",
+        "CI": "true",
+        "NO_COLOR": "1",
+        "FORCE_COLOR": "0",
+        "TZ": "UTC",
+    }
+    binds = [(modules, f"{WORKSPACE_MOUNT}/node_modules")]
+    harness = {CONFIG: vitest_config(files, pattern, dirs)}
+    # Vitest opens its JUnit file read-write; the summary it only writes, so no test can read it away.
+    return RunPlan(argv, env, (JUNIT, SUMMARY), (JUNIT,), harness, binds), dirs
+
+
+def run_js_tests(
+    workspace: Path,
+    test_ids: Sequence[str],
+    timeout: float,
+    *,
+    backend: Backend,
+    root: Path | None = None,
+    limits: Limits | None = None,
+    project: Path | None = None,
+) -> TestReport:
+    """Run the given `<file>::<describe> > <test>` ids of the Vitest project at `workspace` in the sandbox.
+
+    Its dependencies are those of the lock file at `project` (default: the workspace; a caller that
+    has the task's base should name it, so that a patch never chooses what is installed).
+    """
+    limits = (limits or DEFAULT_LIMITS).with_timeout(timeout)
+    if limits.memory_mb < MIN_MEMORY_MB:
+        raise SandboxError(
+            f"a Vitest run needs memory_mb of at least {MIN_MEMORY_MB} (address space), not {limits.memory_mb}"
+        )
+    modules = ensure_node_modules(project or workspace)
+    plan, dirs = vitest_plan(workspace, test_ids, modules)
+    result, data = run_plan(plan, dirs, workspace, backend, limits, root)
+    xml, summary = data[JUNIT], data[SUMMARY]
+    try:
+        if not xml.data or not summary.data:
+            raise ReportError(f"no {'JUnit report' if not xml.data else 'JSON summary'} was written")
+        tests, problems = parse_js(xml.data, summary.data, result.exit_code, JsRunner.VITEST)
+    except ReportError as exc:
+        tests, problems = {}, [str(exc)]
+    for name, got in ((JUNIT, xml), (SUMMARY, summary)):
+        if got.truncated:
+            problems.insert(0, f"the runner's {name} is over the size limit: the rest was dropped")
+    return lang_report(result, tests, problems)

@@ -1,0 +1,220 @@
+"""A JavaScript repository's dependencies: `npm ci --ignore-scripts` of its package-lock.json, once
+per lock, on the host; mounted read-only as the workspace's node_modules in the sandbox.
+
+Installing is the one step that talks to the registry, and the lock file comes from the repository
+(hostile input, like a Python environment's spec): every package in it must come from the registry
+npm is configured with, by version and integrity hash, at a plain node_modules path. A `file:`,
+`link:` or git dependency, a tarball from anywhere else, a path that climbs out, a pnpm or yarn
+lock are refused before npm runs. Only package.json and the lock are copied to where npm runs (no
+.npmrc of the repository's), and no package's install script ever runs (`--ignore-scripts`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from sandbox.runner_env import runner_root
+
+logger = logging.getLogger(__name__)
+
+ROOT_ENV = "CRUCIBLE_NODE_DIR"
+NODE = "/usr/bin/node"
+LOCK = "package-lock.json"
+MANIFEST = ".crucible-node.json"
+FORMAT = 1
+MAX_LOCK_BYTES = 16 * 1024 * 1024
+MAX_PACKAGE_JSON_BYTES = 1024 * 1024
+INSTALL_TIMEOUT_S = 600
+OTHER_LOCKS = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "bun.lockb": "bun", "bun.lock": "bun"}
+_NAME = r"(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9._~-][a-z0-9._~-]*"
+_LOCATION = re.compile(rf"^node_modules/{_NAME}(?:/node_modules/{_NAME})*$", re.IGNORECASE)
+_INTEGRITY = re.compile(r"^sha(256|384|512)-[A-Za-z0-9+/=]+$")
+
+
+class NodeEnvError(RuntimeError):
+    """The lock file was refused or npm could not install it; the message says which and why."""
+
+
+def node_root() -> Path:
+    """Where installed node_modules live: $CRUCIBLE_NODE_DIR, or beside the runner venvs."""
+    configured = os.environ.get(ROOT_ENV)
+    return Path(configured).resolve() if configured else runner_root().parent / "crucible-node"
+
+
+def _read(path: Path, limit: int) -> bytes:
+    if path.is_symlink() or not path.is_file():
+        raise NodeEnvError(f"{path.name}: not a plain file")
+    if path.stat().st_size > limit:
+        raise NodeEnvError(f"{path.name}: over {limit} bytes")
+    return path.read_bytes()
+
+
+def lock_files(project: Path) -> tuple[bytes, bytes]:
+    """(package.json, package-lock.json) of the project at `project`, refused when its lock is another tool's."""
+    for name, tool in OTHER_LOCKS.items():
+        if os.path.lexists(project / name) and not os.path.lexists(project / LOCK):
+            raise NodeEnvError(f"{name}: {tool} lock files are not supported; only npm's package-lock.json")
+    if not os.path.lexists(project / LOCK):
+        raise NodeEnvError(f"no {LOCK}: dependencies are installed only from a lock file")
+    return _read(project / "package.json", MAX_PACKAGE_JSON_BYTES), _read(project / LOCK, MAX_LOCK_BYTES)
+
+
+def npm() -> str:
+    found = shutil.which("npm")
+    if not found:
+        raise NodeEnvError("npm is not installed (Debian: apt-get install npm, or `make setup`)")
+    return found
+
+
+def configured_registry() -> str:
+    done = subprocess.run([npm(), "config", "get", "registry"], capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+    registry = done.stdout.strip()
+    if done.returncode != 0 or not registry.startswith("https://"):
+        raise NodeEnvError(f"npm has no https registry configured ({registry[:100]!r})")
+    return registry if registry.endswith("/") else registry + "/"
+
+
+def check_lock(lock: bytes, registry: str) -> dict[str, Any]:
+    """The parsed lock, when every package in it is a registry package at a plain node_modules path."""
+    try:
+        data = json.loads(lock)
+    except (ValueError, RecursionError) as exc:
+        raise NodeEnvError(f"{LOCK} is not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("lockfileVersion") not in (2, 3):
+        raise NodeEnvError(f"{LOCK}: only lockfileVersion 2 or 3 (npm 7 and later)")
+    packages = data.get("packages")
+    if not isinstance(packages, dict):
+        raise NodeEnvError(f"{LOCK} has no packages object")
+    for location, entry in packages.items():
+        if location == "":
+            continue
+        why = _refusal(location, entry, registry)
+        if why:
+            raise NodeEnvError(f"{LOCK}: {str(location)[:200]!r} {why}")
+    return data
+
+
+def _refusal(location: str, entry: object, registry: str) -> str:
+    if not _LOCATION.match(location) or ".." in location.split("/"):
+        return "is not a node_modules path (workspaces and other locations are not installed)"
+    if not isinstance(entry, dict):
+        return "is not an object"
+    if entry.get("link") or "inBundle" in entry and not entry.get("inBundle"):
+        return "is a link, not a package from the registry"
+    if entry.get("inBundle"):
+        return ""  # inside a registry tarball, checked by that package's integrity
+    resolved = entry.get("resolved")
+    if resolved is not None and (not isinstance(resolved, str) or not resolved.startswith(registry)):
+        return "does not come from the configured registry"
+    integrity = entry.get("integrity")
+    if not isinstance(entry.get("version"), str) or not isinstance(integrity, str) or not _INTEGRITY.match(integrity):
+        return "has no version and integrity hash"
+    return ""
+
+
+def lock_key(lock: bytes, node_version: str, npm_version: str) -> str:
+    text = json.dumps([FORMAT, hashlib.sha256(lock).hexdigest(), node_version, npm_version])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _version(argv: list[str]) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+    return done.stdout.strip()[:40]
+
+
+def ensure_node_modules(project: Path) -> Path:
+    """The read-only node_modules installed from the lock at `project`, installed now if not yet on this host."""
+    if not os.path.exists(NODE):
+        raise NodeEnvError(f"{NODE} is not installed (Debian: apt-get install nodejs, or `make setup`)")
+    package_json, lock = lock_files(project)
+    key = lock_key(lock, _version([NODE, "--version"]), _version([npm(), "--version"]))
+    root = node_root()
+    target = root / key
+    if (target / MANIFEST).is_file():
+        return target / "node_modules"
+    check_lock(lock, configured_registry())
+    root.mkdir(parents=True, exist_ok=True)
+    root.chmod(0o755)  # the sandbox's user reads it through a read-only bind
+    with _locked(root / f".lock-{key}"):
+        if not (target / MANIFEST).is_file():
+            _install(root, target, package_json, lock)
+    return target / "node_modules"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def npm_ci_argv() -> list[str]:
+    return [npm(), "ci", "--ignore-scripts", "--include=dev", "--no-audit", "--no-fund", "--no-update-notifier"]
+
+
+def _install(root: Path, target: Path, package_json: bytes, lock: bytes) -> None:
+    started = time.monotonic()
+    staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=root))
+    try:
+        (staging / "package.json").write_bytes(package_json)
+        (staging / LOCK).write_bytes(lock)
+        env = {k: v for k, v in os.environ.items() if not k.lower().startswith(("npm_config_", "node_"))}
+        env["npm_config_ignore_scripts"] = "true"
+        try:
+            done = subprocess.run(  # noqa: S603 - a fixed argv; the lock was checked
+                npm_ci_argv(),
+                cwd=staging,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT_S,
+                env=env,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise NodeEnvError(f"npm ci did not finish within {INSTALL_TIMEOUT_S} s") from None
+        if done.returncode != 0:
+            raise NodeEnvError(f"npm ci exited {done.returncode}: {(done.stderr or done.stdout).strip()[-800:]}")
+        _seal(staging, time.monotonic() - started)
+        os.rename(staging, target)
+    except BaseException:
+        _writable(staging)
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("node_modules %s installed in %.1f s", target.name, time.monotonic() - started)
+
+
+def _seal(staging: Path, seconds: float) -> None:
+    """Everything read-only (it is mounted so too), the manifest last: its presence says complete."""
+    for directory, _, files in os.walk(staging):
+        for name in files:
+            path = Path(directory) / name
+            if not path.is_symlink():
+                path.chmod(0o555 if os.access(path, os.X_OK) else 0o444)
+        os.chmod(directory, 0o555)  # noqa: S103 - read by the sandbox's user, mounted read-only
+    manifest = staging / MANIFEST
+    staging.chmod(0o755)
+    manifest.write_text(json.dumps({"format": FORMAT, "install_seconds": round(seconds, 2)}) + "\n")
+    manifest.chmod(0o444)
+    staging.chmod(0o555)
+
+
+def _writable(path: Path) -> None:
+    for directory, _, _ in os.walk(path):
+        with contextlib.suppress(OSError):
+            os.chmod(directory, 0o755)  # noqa: S103

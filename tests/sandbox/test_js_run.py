@@ -1,0 +1,232 @@
+"""Vitest projects' tests run in the sandbox (sandbox.js_run): outcomes, selection, refusals and attacks.
+
+Each test builds a small project in a temporary directory around the lock file pinned in
+fixtures/js/runner (vitest 4.1.12). Its node_modules is installed once per lock on this host (the
+first run needs the npm registry, about 10 s) and reused by every later run; skipped only where
+node or npm is not installed at all.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import results
+from sandbox.backends.base import SandboxError
+from sandbox.backends.bwrap import BwrapBackend
+from sandbox.js_run import run_js_tests, selection
+from sandbox.node_env import NODE, NodeEnvError, check_lock, ensure_node_modules, lock_files
+
+pytestmark = pytest.mark.skipif(
+    not Path(NODE).exists() or shutil.which("npm") is None, reason="node or npm is not installed"
+)
+LOCKED = Path(__file__).parent / "fixtures" / "js" / "runner"
+FILE = "src/math.test.js"
+MATH_TEST = """import { describe, expect, test } from "vitest";
+import { add } from "./math.js";
+
+describe("add", () => {
+  test("adds", () => { expect(add(1, 2)).toBe(3); });
+  test("breaks", () => { expect(add(1, 2)).toBe(4); });
+});
+test("top level", () => {});
+test("odd (name) [x] * $y | z/w", () => {});
+"""
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    return ensure_node_modules(LOCKED)
+
+
+@pytest.fixture
+def project(tmp_path: Path, node_modules: Path) -> Path:
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(LOCKED / name, root / name)
+    (root / "src" / "math.js").write_text("export const add = (a, b) => a + b;\n")
+    (root / FILE).write_text(MATH_TEST)
+    return root
+
+
+def run(root: Path, *names: str, file: str = FILE) -> results.TestReport:
+    return run_js_tests(root, [f"{file}::{n}" for n in names], 60, backend=BwrapBackend())
+
+
+def outcomes(report: results.TestReport, file: str = FILE) -> dict[str, str]:
+    return {k.removeprefix(f"{file}::"): str(v.outcome) for k, v in report.tests.items()}
+
+
+def test_passes_and_failures_of_the_named_tests_others_skipped(project: Path) -> None:
+    report = run(project, "add > adds", "add > breaks")
+    assert outcomes(report) == {
+        "add > adds": "passed",
+        "add > breaks": "failed",
+        "top level": "skipped",
+        "odd (name) [x] * $y | z/w": "skipped",
+    }
+    assert report.inconsistencies == [] and not report.unsafe
+    assert report.exec.exit_code == 1 and report.exec.duration_ms > 0
+    assert "expected 3 to be 4" in report.tests[f"{FILE}::add > breaks"].message
+    assert not (project / "node_modules").exists()  # the mount point went with the run
+
+
+def test_a_name_full_of_regex_syntax_selects_itself_only(project: Path) -> None:
+    report = run(project, "odd (name) [x] * $y | z/w")
+    assert outcomes(report)["odd (name) [x] * $y | z/w"] == "passed"
+    assert outcomes(report)["add > breaks"] == "skipped"
+    assert report.exec.exit_code == 0 and report.valid
+
+
+def test_a_typescript_test_file_runs_as_it_is(project: Path) -> None:
+    (project / "src" / "typed.test.ts").write_text(
+        'import { expect, test } from "vitest";\nimport { add } from "./math.js";\n'
+        'const twice = (n: number): number => add(n, n);\ntest("typed", () => { expect(twice(2)).toBe(4); });\n'
+    )
+    report = run(project, "typed", file="src/typed.test.ts")
+    assert outcomes(report, "src/typed.test.ts") == {"typed": "passed"} and report.valid
+
+
+def test_a_file_name_full_of_glob_syntax_selects_itself_only(project: Path) -> None:
+    odd = "src/[id] (x) {a,b} *.test.js"
+    shutil.copy(project / FILE, project / odd)
+    report = run(project, "add > adds", file=odd)
+    assert set(report.tests) == {
+        f"{odd}::add > adds",
+        f"{odd}::add > breaks",
+        f"{odd}::top level",
+        f"{odd}::odd (name) [x] * $y | z/w",
+    }
+    assert report.passed(f"{odd}::add > adds") and report.valid
+
+
+def test_a_file_id_runs_the_whole_file_and_bad_paths_are_refused(project: Path) -> None:
+    assert selection(project, [FILE, f"{FILE}::add > adds"]) == ([FILE], None)
+    for bad in ("../x.test.js::t", "/etc/passwd::t", "src/none.test.js::t", "-c.js::t", "src//math.test.js::t"):
+        with pytest.raises(SandboxError):
+            selection(project, [bad])
+
+
+def test_the_repositorys_own_config_decides_nothing(project: Path) -> None:
+    (project / "vitest.config.js").write_text(
+        'export default { test: { reporters: ["verbose"], outputFile: "out.xml", include: ["nothing/**"],'
+        ' setupFiles: ["./src/setup.js"], testNamePattern: "top" } };\n'
+    )
+    (project / "vite.config.js").write_text('throw new Error("vite.config.js was loaded");\n')
+    (project / "src" / "setup.js").write_text('throw new Error("the repository setup file ran");\n')
+    package = json.loads((project / "package.json").read_text())
+    (project / "package.json").write_text(json.dumps({**package, "vitest": {"reporters": ["dot"]}}))
+    report = run(project, "add > adds", "add > breaks")
+    assert outcomes(report)["add > adds"] == "passed" and outcomes(report)["add > breaks"] == "failed"
+    assert report.inconsistencies == []
+    assert not (project / "out.xml").exists()
+
+
+FORGE_TEST = """import { test, expect } from "vitest";
+import fs from "node:fs";
+
+const pass = '<?xml version="1.0"?><testsuites><testsuite name="x" tests="1">' +
+  '<testcase classname="src/forge.test.js" name="forges"/></testsuite></testsuites>';
+const summary = JSON.stringify({ success: true, numPassedTests: 1, numFailedTests: 0, numPendingTests: 0,
+  numTodoTests: 0, numTotalTests: 1, testResults: [{ name: "/workspace/src/forge.test.js", status: "passed",
+  assertionResults: [{ title: "forges", ancestorTitles: [], status: "passed" }] }] });
+
+test("forges", () => {
+  const dirs = fs.readdirSync("/run").map((d) => `/run/${d}`);
+  for (const dir of dirs) {
+    for (const [name, text] of [["junit.xml", pass], ["summary.json", summary]]) {
+      try { fs.writeFileSync(`${dir}/${name}`, text); } catch {}
+    }
+  }
+  fs.writeFileSync("junit.xml", pass);
+  expect(1).toBe(2);
+});
+"""
+
+
+def test_reports_a_test_writes_never_make_its_failure_a_pass(project: Path) -> None:
+    (project / "src" / "forge.test.js").write_text(FORGE_TEST)
+    report = run(project, "forges", file="src/forge.test.js")
+    assert not report.passed("src/forge.test.js::forges")
+    assert report.inconsistencies  # the reports it wrote into no longer parse, or disagree
+
+
+LOCKED_TEST = """import { test, expect } from "vitest";
+import fs from "node:fs";
+
+test("locked", () => {
+  const dirs = fs.readdirSync("/run").map((d) => `/run/${d}`).filter((d) => fs.existsSync(`${d}/summary.json`));
+  expect(dirs.length).toBe(1);
+  const [dir] = dirs;
+  expect(() => fs.openSync(`${dir}/summary.json`, "r")).toThrow(/EACCES/);
+  expect(() => fs.chmodSync(`${dir}/summary.json`, 0o666)).toThrow(/EROFS/);
+  expect(() => fs.unlinkSync(`${dir}/summary.json`)).toThrow(/EROFS/);
+  expect(() => fs.writeFileSync(`${dir}/other.json`, "{}")).toThrow(/EROFS/);
+  expect(() => fs.writeFileSync("/workspace/node_modules/vitest/package.json", "{}")).toThrow(/EROFS/);
+  const config = fs.readdirSync("/run").map((d) => `/run/${d}/vitest.config.mjs`).filter((f) => fs.existsSync(f));
+  expect(config.length).toBe(1);
+  expect(() => fs.writeFileSync(config[0], "export default {}")).toThrow(/EROFS/);
+});
+"""
+
+
+def test_the_summary_the_config_and_the_dependencies_are_out_of_a_tests_reach(project: Path) -> None:
+    (project / "src" / "locked.test.js").write_text(LOCKED_TEST)
+    report = run(project, "locked", file="src/locked.test.js")
+    assert outcomes(report, "src/locked.test.js") == {"locked": "passed"}, report.tests
+
+
+@pytest.fixture
+def host_port() -> Iterator[int]:
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        yield server.getsockname()[1]
+
+
+def test_a_test_cannot_reach_the_hosts_network(project: Path, host_port: int) -> None:
+    (project / "src" / "net.test.js").write_text(
+        'import { test } from "vitest";\nimport net from "node:net";\n'
+        'test("reaches", () => new Promise((resolve, reject) => {\n'
+        f'  const s = net.connect({host_port}, "127.0.0.1", () => {{ s.end(); resolve(); }});\n'
+        '  s.on("error", reject);\n}));\n'
+    )
+    with socket.create_connection(("127.0.0.1", host_port), timeout=2):
+        pass  # reachable from the host itself
+    report = run(project, "reaches", file="src/net.test.js")
+    assert outcomes(report, "src/net.test.js") == {"reaches": "failed"}
+    assert "ECONNREFUSED" in report.tests["src/net.test.js::reaches"].message
+
+
+def test_a_node_modules_of_the_workspaces_own_is_refused(project: Path) -> None:
+    (project / "src" / "node_modules" / "vitest").mkdir(parents=True)
+    with pytest.raises(SandboxError, match="src/node_modules"):
+        run(project, "add > adds")
+
+
+def test_other_lock_files_and_hostile_locks_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "package.json").write_text("{}")
+    (tmp_path / "pnpm-lock.yaml").write_text("lockfileVersion: '9.0'\n")
+    with pytest.raises(NodeEnvError, match="pnpm lock files are not supported"):
+        lock_files(tmp_path)
+    registry = "https://registry.example/"
+    good = {"version": "1.0.0", "integrity": "sha512-AAAA"}
+    for entry, location in (
+        ({**good, "resolved": "file:../../etc"}, "node_modules/a"),
+        ({**good, "resolved": "git+ssh://host/x.git"}, "node_modules/a"),
+        ({"link": True, "resolved": "../x"}, "node_modules/a"),
+        (good, "node_modules/../../x"),
+        (good, "packages/a"),
+        ({"version": "1.0.0"}, "node_modules/a"),
+    ):
+        lock = {"lockfileVersion": 3, "packages": {"": {}, location: entry}}
+        with pytest.raises(NodeEnvError):
+            check_lock(json.dumps(lock).encode(), registry)
+    fine = {"lockfileVersion": 3, "packages": {"": {}, "node_modules/@s/a": {**good, "resolved": registry + "a.tgz"}}}
+    assert check_lock(json.dumps(fine).encode(), registry)
