@@ -43,6 +43,8 @@ CHART_GROUPS = (
     ChartGroup("kl", "KL, entropy and policy clipping", r"(^|[^a-z])kl([^a-z]|$)|entropy|clip_ratio"),
     ChartGroup("throughput", "Throughput", r"_per_(second|s|min)$|runtime|num_tokens|flos|step_time"),
     ChartGroup("lengths", "Lengths", r"length|clipped_ratio|truncated"),
+    # What the trainer process costs the machine (training.trainers.system).
+    ChartGroup("system", "System: CPU, memory, GPU", r"^system_"),
 )
 OTHER_CHARTS = ChartGroup("other", "Other", r"")
 

@@ -17,7 +17,8 @@ from tests.training.trainer_support import BUNDLED, grpo_rows, parse_events, run
 from training.config import ConfigError, check
 from training.schema import check_rl
 from training.trainers import grpo
-from training.trainers.common import EventCallback, TrainerError, load_tokenizer, read_config
+from training.trainers.common import TrainerError, load_tokenizer, read_config
+from training.trainers.events import EventCallback
 from training.trainers.lengths import RowLength, fit_max_length, measure, model_context
 
 ROWS = [RowLength(tokens=900, needed=880), RowLength(tokens=1500, needed=1490), RowLength(tokens=400, needed=390)]

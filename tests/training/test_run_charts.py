@@ -28,6 +28,8 @@ GRPO_STEP = {
     "completions/clipped_ratio": 0.1,
     "reward_std": 0.2,
     "entropy": 1.3,
+    "system_cpu_percent": 180.0,
+    "system_rss_mb": 950.5,
     HOSTILE: 1.0,
 }
 
@@ -50,6 +52,7 @@ def test_the_run_page_groups_its_charts_by_kind_in_a_fixed_order_each_titled(res
         ("kl", "KL, entropy and policy clipping"),
         ("throughput", "Throughput"),
         ("lengths", "Lengths"),
+        ("system", "System: CPU, memory, GPU"),
         ("other", "Other"),
     ]
     in_group = {kind: re.findall(r'class="metric-chart" data-metric="([^"]+)"', body) for kind, _, body in sections}
@@ -59,6 +62,7 @@ def test_the_run_page_groups_its_charts_by_kind_in_a_fixed_order_each_titled(res
         "kl": ["clip_ratio/high_mean", "entropy", "kl"],
         "throughput": ["num_tokens", "tokens_per_s", "train_samples_per_second"],
         "lengths": ["completions/clipped_ratio", "completions/mean_length"],
+        "system": ["system_cpu_percent", "system_rss_mb"],
         "other": ["&lt;img src=x onerror=&quot;alert(1)&quot;&gt;", "learning_rate"],
     }
     assert HOSTILE not in charts

@@ -45,6 +45,9 @@ def test_sft_runs_as_a_subprocess_and_its_checkpoint_serves_as_the_hf_policy(tin
     assert metrics[0]["values"]["dropped_for_length"] == 0 and metrics[0]["values"]["truncated_for_length"] == 1
     assert all(m["values"]["loss"] > 0 for m in metrics)
     assert {"grad_norm", "learning_rate", "tokens_per_s", "steps_per_min"} <= metrics[0]["values"].keys()
+    # What the step cost the machine: the trainer's CPU (a step of work at least partly busy) and memory.
+    system = metrics[-1]["values"]
+    assert system["system_cpu_percent"] > 0 and 50 < system["system_rss_mb"] < 24 * 1024
     checkpoints = of(events, "checkpoint")
     assert [c["step"] for c in checkpoints] == [1, 2]
     assert checkpoints[-1]["kind"] == "policy" and checkpoints[-1]["metrics"]["loss"] == metrics[-1]["values"]["loss"]

@@ -16,7 +16,6 @@ from typing import Any
 
 from core.vocabulary import Termination
 from training.trainers.common import (
-    EventCallback,
     TrainerConfig,
     TrainerError,
     emit,
@@ -30,6 +29,7 @@ from training.trainers.common import (
     torch_dtype,
     training_arguments,
 )
+from training.trainers.events import EventCallback
 from training.trainers.grpo_env import (
     CrucibleEnv,
     Scorer,

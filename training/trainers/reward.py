@@ -10,7 +10,6 @@ from __future__ import annotations
 from datasets import Dataset
 
 from training.trainers.common import (
-    EventCallback,
     TrainerConfig,
     TrainerError,
     finish_setup,
@@ -22,6 +21,7 @@ from training.trainers.common import (
     torch_dtype,
     training_arguments,
 )
+from training.trainers.events import EventCallback
 from training.trainers.lengths import fit_max_length, model_context
 from training.trainers.preferences import pair_lengths, preference_rows
 

@@ -12,7 +12,6 @@ import json
 from typing import Any
 
 from training.trainers.common import (
-    EventCallback,
     TrainerConfig,
     TrainerError,
     finish_setup,
@@ -25,6 +24,7 @@ from training.trainers.common import (
     torch_dtype,
     training_arguments,
 )
+from training.trainers.events import EventCallback
 from training.trainers.lengths import fit_max_length, measure, model_context
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
