@@ -8,6 +8,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
+from core.pages import error_page
 from core.permissions import role_required
 from core.roles import RESEARCHER, has_role
 from core.vocabulary import TrainingKind
@@ -15,6 +16,7 @@ from tasks.models import TaskSuite
 from training.config import MAX_CONFIG_BYTES, ConfigError
 from training.examples import example, examples
 from training.models import TrainingRun
+from training.run_compare import CompareError, overlay, parse_run_ids
 from training.run_queries import (
     METRIC_PAGE,
     chart_rules,
@@ -121,3 +123,13 @@ def run_resume(request: HttpRequest, run_id: int) -> HttpResponse:
     except RunError as exc:
         messages.error(request, str(exc))
     return redirect("training:run", run_id=run.pk)
+
+
+@role_required()
+def run_compare(request: HttpRequest) -> HttpResponse:
+    """Runs overlaid: a chart per metric with a curve per run, and the config keys they differ in."""
+    try:
+        found = overlay(parse_run_ids(request.GET.getlist("runs") + request.GET.getlist("run")))
+    except CompareError as exc:
+        return error_page(request, str(exc), status=400, title="Cannot overlay these runs")
+    return render(request, "training/run_compare.html", {"overlay": found, "chart_rules": chart_rules()})

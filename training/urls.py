@@ -7,6 +7,7 @@ from training import checkpoint_views, run_views, views
 app_name = "training"
 urlpatterns: list[URLPattern] = [
     path("", run_views.run_list, name="runs"),
+    path("compare/", run_views.run_compare, name="compare"),
     path("<int:run_id>/", run_views.run_detail, name="run"),
     path("<int:run_id>/metrics/", run_views.run_metrics, name="run-metrics"),
     path("<int:run_id>/cancel/", run_views.run_cancel, name="run-cancel"),
