@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from training.models import RunMetric, TrainingRun
-from training.run_queries import metric_groups
+from training.run_queries import MetricGroup, metric_groups
 
 MAX_RUNS = 8  # curves one chart can still tell apart
 STEPS_PER_RUN = 2000  # the latest logged steps of each run
@@ -20,7 +20,7 @@ class CompareError(ValueError):
 @dataclass
 class Overlay:
     runs: list[TrainingRun]
-    groups: list[dict[str, Any]]  # metric_groups' groups of every metric some run logged
+    groups: list[MetricGroup]  # the run page's groups, of every metric some run logged
     series: dict[str, list[dict[str, Any]]]  # metric -> a trace per run that logged it
     config_diff: list[tuple[str, list[str]]]  # dotted key -> each run's value as text, where they differ
 
@@ -57,7 +57,7 @@ def overlay(ids: list[int]) -> Overlay:
             points = [(step, values[name]) for step, values in steps if name in values]
             trace = {"name": f"#{run.pk} {run.name}"[:80], "x": [s for s, _ in points], "y": [v for _, v in points]}
             series.setdefault(name, []).append(trace)
-    return Overlay(runs, list(metric_groups(rows)), series, config_diff([run.config for run in runs]))
+    return Overlay(runs, metric_groups(rows), series, config_diff([run.config for run in runs]))
 
 
 def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
