@@ -185,6 +185,17 @@ class RunFollower:
         except states.Superseded:
             logger.info("training run %s: a metric after the run stopped being ours was dropped", self.run.pk)
 
+    def on_learned(self, event: dict[str, Any]) -> None:
+        """The loss on the first rows of the run's own data before and after it trained: kept with its metrics."""
+        values = _finite_numbers({key: event.get(key) for key in ("loss_before", "loss_after", "rows")})
+        if {"loss_before", "loss_after"} - values.keys():
+            raise ValueError("a learned event needs loss_before and loss_after")
+        self.metrics.update({f"held_in_{key}": value for key, value in values.items()})
+        try:
+            states.write(self.lease, metrics=self.metrics)
+        except states.Superseded:
+            logger.info("training run %s: a learned event after the run stopped being ours was dropped", self.run.pk)
+
     def on_checkpoint(self, event: dict[str, Any]) -> None:
         path = Path(str(event["path"]))
         if not path.is_absolute() or not path.is_dir():

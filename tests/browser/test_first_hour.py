@@ -226,6 +226,8 @@ def test_a_new_users_first_hour(installation: str, page: Any, shot: Callable[[st
         shot(f"training-{kind}")
         assert run.checkpoints.exists()
         assert run.metric_rows.exists(), kind  # its curves were logged, step by step
+        if kind != "grpo":  # it learned: its loss on its own rows went down, as the page says
+            assert "lower" in page.inner_text("#run-learned"), (kind, run.metrics)
 
     # The SFT run's checkpoint page, and an evaluation launched from it.
     checkpoint = runs["sft"].checkpoints.order_by("-step").first()

@@ -108,6 +108,10 @@ def test_each_kind_trains_for_real_and_leaves_a_checkpoint_that_loads(
     expected = data.get("training_set") or data["train_file"]
     assert checkpoint.dataset == finished.dataset == expected and checkpoint.config_hash == finished.config_hash
     assert finished.metric_rows.exists() and finished.metrics
+    if kind == "grpo":  # its evaluation would sample: its reward curve is its measure
+        assert "held_in_loss_after" not in finished.metrics
+    else:
+        assert finished.metrics["held_in_loss_after"] < finished.metrics["held_in_loss_before"]
     if kind == "grpo":
         # Each generation and its verified-reward score is a trajectory of the run.
         rollouts = Trajectory.objects.filter(extra__training_run=run.pk)

@@ -81,3 +81,15 @@ def test_a_run_without_metrics_says_what_is_missing_and_when_it_comes(researcher
     assert "data-chart-group" not in page
     failed = TrainingRun.objects.create(kind="sft", status="failed", config={})
     assert "No metrics were logged: the run ended (failed) before its first logged step." in page_of(researcher, failed)
+
+
+def test_the_run_page_says_whether_the_run_lowered_its_loss_on_its_own_rows(researcher: User) -> None:
+    learned = {"held_in_loss_before": 2.5, "held_in_loss_after": 2.1, "held_in_rows": 16.0}
+    run = TrainingRun.objects.create(kind="sft", status="succeeded", config={}, metrics=learned)
+    page = page_of(researcher, run)
+    assert 'id="run-learned"' in page and "loss on 16 of its own rows 2.5000 &rarr; 2.1000" in page
+    assert '<span class="badge ok">lower</span>' in page
+    TrainingRun.objects.filter(pk=run.pk).update(metrics={**learned, "held_in_loss_after": 2.5})
+    assert '<span class="badge bad"' in page_of(researcher, run)
+    untried = TrainingRun.objects.create(kind="grpo", status="succeeded", config={}, metrics={"loss": 1.0})
+    assert 'id="run-learned"' not in page_of(researcher, untried)

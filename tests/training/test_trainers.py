@@ -52,6 +52,10 @@ def test_sft_runs_as_a_subprocess_and_its_checkpoint_serves_as_the_hf_policy(tin
     assert [c["step"] for c in checkpoints] == [1, 2]
     assert checkpoints[-1]["kind"] == "policy" and checkpoints[-1]["metrics"]["loss"] == metrics[-1]["values"]["loss"]
     assert events[-1] == {"event": "done", "status": "succeeded"}
+    # It learned: its loss on its own rows is lower after than before (the run page's "Learned").
+    (learned,) = of(events, "learned")
+    assert learned["rows"] == 2 and learned["loss_after"] < learned["loss_before"]
+    assert not [m for m in metrics if any(key.startswith("eval_") for key in m["values"])]  # not a step
 
     path = Path(checkpoints[-1]["path"])
     trained = AutoModelForCausalLM.from_pretrained(path)
@@ -95,6 +99,8 @@ def test_reward_model_trains_reports_pairs_dropped_for_length_and_scores(tiny: P
     assert "accuracy" in metric and "loss" in metric
     (checkpoint,) = of(events, "checkpoint")
     assert checkpoint["kind"] == "reward"
+    (learned,) = of(events, "learned")
+    assert learned["loss_after"] < learned["loss_before"]
     model = AutoModelForSequenceClassification.from_pretrained(checkpoint["path"])
     assert model.config.num_labels == 1
     tokenizer = AutoTokenizer.from_pretrained(checkpoint["path"])
@@ -121,6 +127,9 @@ def test_dpo_trains_against_the_base_as_reference(tiny: Path, tmp_path: Path) ->
     assert code == 0
     values = of(events, "metric")[0]["values"]
     assert {"loss", "margin", "accuracy"} <= values.keys()
+    # Before a step the policy is its reference: the DPO loss is log 2; a step on its pairs lowers it.
+    (learned,) = of(events, "learned")
+    assert abs(learned["loss_before"] - 0.6931) < 1e-3 and learned["loss_after"] < learned["loss_before"]
     (checkpoint,) = of(events, "checkpoint")
     assert checkpoint["kind"] == "policy"
     model = AutoModelForCausalLM.from_pretrained(checkpoint["path"])

@@ -8,6 +8,7 @@ is a record (metric, checkpoint, rollout, done), anything else is log.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -359,12 +360,26 @@ def clean_checkpoint(path: Path) -> None:
         config_file.write_text(json.dumps(saved, indent=2) + "\n")
 
 
-def run_training(trainer: Any, config: TrainerConfig) -> None:
-    """Train, going on from the checkpoint's whole training state when the run is resumed with it."""
-    if config.resume_state is None:
-        trainer.train()
-    else:
+HELD_IN_ROWS = 16  # rows of its own data a run's loss is measured on, before and after it trains
+
+
+def run_training(trainer: Any, config: TrainerConfig, *, held_in: bool = True) -> None:
+    """Train, going on from the checkpoint's whole training state when the run is resumed with it.
+
+    A fresh run (`held_in`) also measures its loss on the first rows of its own data before and after,
+    and says both (a `learned` event): a run that "succeeds" having learned nothing shows it."""
+    if config.resume_state is not None:
         trainer.train(resume_from_checkpoint=str(config.resume_state))
+        return
+    if not held_in or config.step_offset:  # a run going on from weights alone has no "before" of its own
+        trainer.train()
+        return
+    rows = trainer.train_dataset.select(range(min(HELD_IN_ROWS, len(trainer.train_dataset))))
+    before = trainer.evaluate(eval_dataset=rows)["eval_loss"]
+    trainer.train()
+    after = trainer.evaluate(eval_dataset=rows)["eval_loss"]
+    if all(isinstance(v, float) and math.isfinite(v) for v in (before, after)):
+        emit({"event": "learned", "rows": len(rows), "loss_before": before, "loss_after": after})
 
 
 def finish_setup(trainer: Any) -> None:

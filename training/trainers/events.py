@@ -84,8 +84,8 @@ class EventCallback(TrainerCallback):
         **kw: Any,
     ) -> None:
         logs = logs or {}
-        if SUMMARY_KEY in logs:
-            return
+        if SUMMARY_KEY in logs or any(key.startswith("eval_") for key in logs):
+            return  # the end-of-training summary, and the held-in measure (run_training's learned event)
         values: dict[str, float] = {}
         for key, value in logs.items():
             number = _number(value)

@@ -187,6 +187,7 @@ def train(config: TrainerConfig) -> None:
         f"at most {config.max_new_tokens} new tokens"
     )
     try:
-        run_training(trainer, config)
+        # Its loss is no measure of learning (its evaluation would sample and score): its reward curve is.
+        run_training(trainer, config, held_in=False)
     finally:
         CrucibleEnv.close_all()
