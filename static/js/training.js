@@ -21,6 +21,7 @@
   const smoothing = document.getElementById("chart-smoothing");
   const smoothingShown = document.getElementById("chart-smoothing-value");
   const scale = document.getElementById("chart-scale");
+  const search = document.getElementById("chart-search");
   const seen = new Map(); // metric name -> chart div
   const series = new Map(); // metric name -> {x: steps, y: values}
   let lastStep = -1;
@@ -69,8 +70,24 @@
     }
     seen.set(name, div);
     series.set(name, { x: [], y: [] });
+    applySearch();
     return div;
   }
+
+  // Find: only the charts whose metric name holds the text (a group with none left is hidden).
+  function applySearch() {
+    const text = search ? search.value.trim().toLowerCase() : "";
+    for (const cell of charts.querySelectorAll(".metric-cell")) {
+      const wasHidden = cell.hidden;
+      cell.hidden = text !== "" && !cell.querySelector("figcaption").textContent.toLowerCase().includes(text);
+      const div = cell.querySelector(".metric-chart");
+      if (wasHidden && !cell.hidden && window.Plotly && div.data) window.Plotly.Plots.resize(div);
+    }
+    for (const group of charts.querySelectorAll("section[data-chart-group]")) {
+      group.hidden = ![...group.querySelectorAll(".metric-cell")].some((cell) => !cell.hidden);
+    }
+  }
+  if (search) search.addEventListener("input", applySearch);
 
   // Debiased exponential moving average (as TensorBoard's): the first points are not pulled to 0.
   function ema(ys, weight) {
