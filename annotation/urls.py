@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from annotation import compare_views, disagreement_views, views
+from annotation import compare_views, disagreement_views, reviewer_views, views
 
 app_name = "annotation"
 urlpatterns: list[URLPattern] = [
@@ -13,6 +13,8 @@ urlpatterns: list[URLPattern] = [
     # Pairwise comparisons: the queue, the review screen, and the researchers' set pages.
     path("", compare_views.queue_page, name="queue"),
     path("guidelines/", compare_views.guidelines, name="guidelines"),
+    path("reviewers/", reviewer_views.reviewer_list, name="reviewers"),
+    path("reviewers/<str:username>/", reviewer_views.reviewer_detail, name="reviewer"),
     path("sets/", compare_views.set_list, name="sets"),
     path("sets/new/", compare_views.set_new, name="set-new"),
     path("sets/<slug:name>/", compare_views.set_detail, name="set"),
