@@ -3,13 +3,17 @@ researchers' pages that draw and inspect comparison sets."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from django.contrib import messages
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from annotation.forms import SCREEN_CHOICES, ComparisonSetForm, JudgementForm
+from annotation.bulk import BulkError, release, reserve, set_priority
+from annotation.forms import SCREEN_CHOICES, BulkForm, ComparisonSetForm, JudgementForm
 from annotation.models import Assignment, Comparison, ComparisonSet
 from annotation.pair_display import blind_pair, cached_diff_html, highlighted_diff_html, plain_diff_html
 from annotation.pairs import PairsError, draw_pairs
@@ -237,16 +241,54 @@ def set_list(request: HttpRequest) -> HttpResponse:
 @role_required(RESEARCHER)
 def set_detail(request: HttpRequest, name: str) -> HttpResponse:
     cset = get_object_or_404(ComparisonSet.objects.select_related("suite", "created_by"), name=name)
-    pairs = cset.comparisons.order_by("position", "id").values(
-        "pk", "position", "task_ref", "judgement_count", "locked_until"
+    return _set_page(request, cset, BulkForm())
+
+
+def _set_page(request: HttpRequest, cset: ComparisonSet, bulk: BulkForm, status: int = 200) -> HttpResponse:
+    pairs = cset.comparisons.order_by("-priority", "position", "id").values(
+        "pk", "position", "task_ref", "judgement_count", "locked_until", "priority", "reserved_for__username"
     )[:500]
     context = {
         "cset": cset,
         "progress": set_progress([cset])[cset.pk],
         "pairs": pairs,
         "reviewers": reviewer_progress([cset]),
+        "bulk": bulk,
     }
-    return render(request, "annotation/set_detail.html", context)
+    return render(request, "annotation/set_detail.html", context, status=status)
+
+
+@role_required(RESEARCHER)
+@require_POST
+def set_bulk(request: HttpRequest, name: str) -> HttpResponse:
+    """Serve some pairs first, reserve some for one reviewer, or release reservations."""
+    cset = get_object_or_404(ComparisonSet, name=name)
+    form = BulkForm(request.POST)
+    if not form.is_valid():
+        return _set_page(request, cset, form, status=400)
+    data = form.cleaned_data
+    try:
+        done = _bulk(cset, data)
+    except BulkError as exc:
+        form.add_error(exc.field, str(exc))
+        return _set_page(request, cset, form, status=400)
+    messages.success(request, done)
+    return redirect("annotation:set", name=cset.name)
+
+
+def _bulk(cset: ComparisonSet, data: dict[str, Any]) -> str:
+    task = data["task"].strip()
+    reviewer = None
+    if data["reviewer"]:
+        reviewer = User.objects.filter(username=data["reviewer"]).first()
+        if reviewer is None:
+            raise BulkError("reviewer", f"no user {data['reviewer'][:60]!r}")
+    if data["action"] == "priority":
+        return f"{set_priority(cset, data['priority'], task)} open pairs now have priority {data['priority']}"
+    if data["action"] == "reserve":
+        assert reviewer is not None  # the form requires one
+        return f"{reserve(cset, reviewer, data['count'], task)} pairs reserved for {reviewer.username}"
+    return f"{release(cset, reviewer)} reserved pairs released to every reviewer"
 
 
 @role_required(RESEARCHER)

@@ -69,3 +69,26 @@ class ComparisonSetForm(forms.Form):
             seed=data["seed"] or 0,
             lock_seconds=data["lock_minutes"] * 60,
         )
+
+
+class BulkForm(forms.Form):
+    """One bulk action on a set's pairs (annotation.bulk)."""
+
+    ACTIONS = [("priority", "Serve first"), ("reserve", "Reserve for a reviewer"), ("release", "Release reservations")]
+    action = forms.ChoiceField(choices=ACTIONS)
+    task = forms.CharField(max_length=200, required=False, help_text="only the pairs of this task id (empty: all)")
+    priority = forms.IntegerField(required=False, min_value=-100, max_value=100, initial=10)
+    reviewer = forms.CharField(max_length=150, required=False, help_text="username")
+    count = forms.IntegerField(required=False, min_value=1, max_value=10_000, initial=20)
+
+    def clean(self) -> dict[str, object]:
+        data = super().clean() or {}
+        action = data.get("action")
+        if action == "priority" and data.get("priority") is None:
+            self.add_error("priority", "give a priority from -100 to 100")
+        if action == "reserve":
+            if not data.get("reviewer"):
+                self.add_error("reviewer", "give the reviewer's username")
+            if data.get("count") is None:
+                self.add_error("count", "give how many pairs to reserve")
+        return data

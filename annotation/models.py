@@ -138,6 +138,12 @@ class Comparison(models.Model):
     # The two trajectory ids, sorted: one pair is one pair whichever side each is on.
     pair_key = models.CharField(max_length=80)
     position = models.PositiveIntegerField(default=0)  # the order pairs are served in
+    # Served first: a higher priority before a lower, then by position (a researcher's bulk action).
+    priority = models.SmallIntegerField(default=0)
+    # Only this reviewer is served the pair while it is reserved (bulk assignment); anyone otherwise.
+    reserved_for = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     judgement_count = models.PositiveSmallIntegerField(default=0)
     # The current hold on this pair (see annotation.queue): at most one reviewer at a time.
     locked_by = models.ForeignKey(

@@ -35,8 +35,10 @@ class QueueError(ValueError):
 
 def _open_to(reviewer: User, cset: ComparisonSet) -> Q:
     now = timezone.now()
-    return Q(comparison_set=cset, judgement_count__lt=cset.reviewers_per_pair) & (
-        Q(locked_by=None) | Q(locked_until__lte=now) | Q(locked_by=reviewer)
+    return (
+        Q(comparison_set=cset, judgement_count__lt=cset.reviewers_per_pair)
+        & (Q(locked_by=None) | Q(locked_until__lte=now) | Q(locked_by=reviewer))
+        & (Q(reserved_for=None) | Q(reserved_for=reviewer))
     )
 
 
@@ -79,7 +81,7 @@ def next_for(reviewer: User, cset: ComparisonSet) -> Assignment | None:
         Comparison.objects.select_for_update(skip_locked=True)
         .filter(_open_to(reviewer, cset))
         .exclude(pk__in=done)
-        .order_by("position", "id")
+        .order_by("-priority", "position", "id")
         .first()
     )
     if comparison is None:
@@ -104,6 +106,8 @@ def claim(reviewer: User, comparison: Comparison) -> Assignment:
     if not Comparison.objects.filter(_open_to(reviewer, cset), pk=locked.pk).exists():
         if locked.judgement_count >= cset.reviewers_per_pair:
             raise QueueError("this pair has all the judgements it needs")
+        if locked.reserved_for_id not in (None, reviewer.pk):
+            raise QueueError("this pair is reserved for another reviewer")
         raise QueueError("another reviewer holds this pair now")
     return _assign(reviewer, locked, cset)
 

@@ -19,6 +19,7 @@ urlpatterns: list[URLPattern] = [
     path("sets/new/", compare_views.set_new, name="set-new"),
     path("sets/<slug:name>/", compare_views.set_detail, name="set"),
     path("sets/<slug:name>/next/", compare_views.next_pair, name="next"),
+    path("sets/<slug:name>/bulk/", compare_views.set_bulk, name="set-bulk"),
     path("compare/<int:pk>/", compare_views.compare, name="compare"),
     path("compare/<int:pk>/skip/", compare_views.skip_pair, name="skip"),
     path("compare/<int:pk>/undo/", compare_views.undo_verdict, name="undo"),
