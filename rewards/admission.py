@@ -35,6 +35,7 @@ from patches import FilePatch, FileStatus, PatchError, is_test_path, render, tex
 from patches.binary import new_content
 from patches.model import SYMLINK_MODE
 from rewards.anticheat import Flag
+from tasks.lang_tests import PYTHON, is_lang_test_path
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Admission:
         return "".join(p.text if p.text.endswith("\n") else p.text + "\n" for p in self.kept)
 
 
-def protection(path: str, tests_dest: str, base_files: Collection[str]) -> str | None:
+def protection(path: str, tests_dest: str, base_files: Collection[str], language: str = PYTHON) -> str | None:
     """Why a path is protected from the agent, or None."""
     pure = PurePosixPath(path)
     name = pure.name
@@ -101,9 +102,14 @@ def protection(path: str, tests_dest: str, base_files: Collection[str]) -> str |
         return "interpreter start-up hook"
     if _shadows(pure, base_files):
         return "shadows test tooling"
-    if path in base_files and is_test_path(path, tests_dest):
+    if path in base_files and is_test(path, tests_dest, language):
         return "existing test file"
     return None
+
+
+def is_test(path: str, tests_dest: str, language: str = PYTHON) -> bool:
+    """Whether a path is a test file, as the task's language names its tests (tasks.lang_tests)."""
+    return is_test_path(path, tests_dest) if language == PYTHON else is_lang_test_path(path, tests_dest, language)
 
 
 def _shadows(pure: PurePosixPath, base_files: Collection[str]) -> bool:
@@ -238,19 +244,21 @@ def admit(
     base_files: Collection[str],
     spec_admission: Collection[str],
     base_dir: Path | None = None,
+    language: str = PYTHON,
 ) -> Admission:
     """Sort file patches into kept (applied), new tests, protected and refused.
 
     `spec_admission` is the reward spec's `admission.refuse`; `base_dir` is the task's
-    base snapshot, which a binary delta (or a modified file's decoded text) needs.
+    base snapshot, which a binary delta (or a modified file's decoded text) needs; `language`
+    the task's, which says what a test file is (a Go `*_test.go` beside the code it tests).
     """
     result = Admission()
     for patch in file_patches:
-        reasons = [r for r in (protection(p, tests_dest, base_files) for p in sorted(patch.paths)) if r]
+        reasons = [r for r in (protection(p, tests_dest, base_files, language) for p in sorted(patch.paths)) if r]
         if reasons:
             result.protected.append((patch, reasons[0]))
             continue
-        if patch.old_path is None and patch.new_path and is_test_path(patch.new_path, tests_dest):
+        if patch.old_path is None and patch.new_path and is_test(patch.new_path, tests_dest, language):
             # Never applied, so nothing in it can reach the run: set aside whatever it holds.
             result.new_tests.append(patch)
             continue

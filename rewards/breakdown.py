@@ -61,3 +61,4 @@ class Breakdown(TypedDict, total=False):
     duration_ms: float
     learned: dict[str, Any]  # rewards.learned's entry
     script_verifier: dict[str, Any]  # a script verifier's rewards and exit (rewards.script_scoring)
+    lang: dict[str, Any]  # a Go or JavaScript task's language and restored runner files (rewards.lang_scoring)

@@ -34,6 +34,7 @@ from rewards.workspaces import copy_out, level, mirror, same_tests, test_files, 
 from sandbox import Limits, Sandbox, SandboxError, ToolError
 from sandbox.backends.base import Backend
 from sandbox.results import TestReport
+from tasks.lang_tests import PYTHON
 from tasks.spec import TaskSpec, copy_hidden_tests, task_environment
 
 logger = logging.getLogger(__name__)
@@ -136,6 +137,10 @@ def score_patch(
     raises ScoringError, whose message says so: never a traceback, never a reward.
     """
     try:
+        if task.language != PYTHON:
+            from rewards.lang_scoring import score_lang_patch  # it imports this module's helpers
+
+            return score_lang_patch(task, patch, spec, backend, termination, limits)
         if task.verifier is not None:
             from rewards.script_scoring import score_script_patch  # it imports this module's helpers
 
@@ -157,7 +162,12 @@ def admit_patch(task: TaskSpec, patch: str, spec: RewardSpec) -> tuple[Admission
     breakdown: Breakdown = {}
     try:
         admission = admit(
-            parse(patch, recount=True), task.tests_dest, _base_files(task.base_dir), spec.admission, task.base_dir
+            parse(patch, recount=True),
+            task.tests_dest,
+            _base_files(task.base_dir),
+            spec.admission,
+            task.base_dir,
+            task.language,
         )
     except PatchError as exc:
         admission = Admission()

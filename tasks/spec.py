@@ -22,6 +22,7 @@ from sandbox.backends.base import Backend, SandboxError
 from sandbox.environments import EnvBuildError, Environment, EnvSpec, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
+from tasks.lang_tests import PYTHON, language_of, run_language_tests, validation_ids
 from tasks.script_verifier import ScriptVerifier
 from tasks.trees import TreeError, check_tree, walk
 
@@ -52,6 +53,8 @@ class TaskSpec:
     # A script verifier (a Harbor task's own tests/test.sh, tasks.script_verifier) instead of
     # the pytest lists: its tests_dir is the script's folder; None for the pytest tasks.
     verifier: ScriptVerifier | None = None
+    # What the hidden tests are written for (tasks.lang_tests): "python" (pytest), "go", "javascript" (Vitest).
+    language: str = PYTHON
 
     @classmethod
     def from_metadata(
@@ -73,6 +76,7 @@ class TaskSpec:
             statement=statement,
             visible_tests=tuple(meta.get("visible_tests") or ()),
             verifier=verifier_spec(meta),
+            language=language_of(meta),
         )
 
     @classmethod
@@ -174,10 +178,19 @@ def run_task_tests(
     seal: str = "",
 ) -> TestReport:
     """The hidden tests on the base (patch None) or on a trusted patch such as the expected one;
-    `seal` (a token) seals the outcomes as each test ends (sandbox.seal)."""
+    `seal` (a token) seals the outcomes as each test ends (sandbox.seal).
+
+    A Go or JavaScript task runs its own runner instead (tasks.lang_tests): every hidden test
+    file and listed test, whatever `selected` (pytest's arguments) says; its runs need no seal.
+    """
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
-    with Sandbox(task.base_dir, backend, limits=run_limits, environment=task_environment(task)) as box:
+    python = task.language == PYTHON
+    with Sandbox(
+        task.base_dir, backend, limits=run_limits, environment=task_environment(task) if python else None
+    ) as box:
         if patch:
             box.apply_patch(patch)
         copy_hidden_tests(box, task)
+        if not python:
+            return run_language_tests(task, box.workspace, validation_ids(task), box.backend, run_limits)
         return box.run_tests(selected, command=task.test_command, seal=seal)

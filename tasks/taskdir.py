@@ -13,6 +13,7 @@ from typing import Any
 
 from core.vocabulary import TaskSource, values
 from sandbox.environments import EnvBuildError
+from tasks.lang_tests import PYTHON, language_of
 from tasks.script_verifier import ScriptVerifierError
 from tasks.spec import environment_spec, verifier_spec
 from tasks.storage import hash_tree
@@ -164,6 +165,12 @@ def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
         verifier_spec(meta)
     except ScriptVerifierError as exc:
         raise TaskDirError(f"{where}: metadata.json {exc}") from None
+    try:
+        language = language_of(meta)
+    except ValueError as exc:
+        raise TaskDirError(f"{where}: metadata.json {exc}") from None
+    if language != PYTHON and ("environment" in meta or "verifier" in meta):
+        raise TaskDirError(f"{where}: metadata.json a {language} task names no Python environment and no verifier")
     return meta
 
 

@@ -22,6 +22,7 @@ from sandbox.environments import EnvBuildError, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
 from tasks import safety
 from tasks.builders import statements
+from tasks.lang_tests import PYTHON
 from tasks.script_validation import script_checks
 from tasks.secrets import live, scan_secrets, summary
 from tasks.spec import TaskSpec
@@ -228,7 +229,8 @@ def validate(
             )
         )
         checks.append(reward_separates(runner, f2p, p2p))
-        if thresholds.min_test_strength is not None and f2p:
+        # Mutants and rewrites of the fix are Python's (libcst): not measured for a Go or JavaScript task.
+        if thresholds.min_test_strength is not None and f2p and task.language == PYTHON:
             progress("test strength")
             from tasks import strength  # libcst: 0.25 s of every process's start, for a rare option
 
