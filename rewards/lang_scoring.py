@@ -16,7 +16,7 @@ from __future__ import annotations
 from core.vocabulary import Detector, Termination
 from rewards.anticheat import Flag
 from rewards.anticheat.flags import listed
-from rewards.scoring import Score, _apply, _dedupe, _missing, _reward, admit_patch
+from rewards.scoring import Score, _dedupe, _missing, _reward, admit_patch, apply_admitted
 from rewards.spec import RewardSpec
 from rewards.workspaces import touched_files
 from sandbox import Limits, Sandbox, SandboxError
@@ -48,11 +48,7 @@ def score_lang_patch(
     check_runner(task)  # no toolchain on this host is the scorer's failure, never a zero
     with Sandbox(task.base_dir, backend, limits=run_limits) as box:
         check_backend(box.backend)  # only bwrap runs them: a host's setting, never the patch's doing
-        if admission.kept:
-            method = _apply(box, admission.kept_text())
-            breakdown["applied_with"] = method
-            if method is None:
-                flags.append(Flag(Detector.PATCH_DOES_NOT_APPLY, "the patch does not apply to the base snapshot"))
+        apply_admitted(box, admission, flags, breakdown)
         copy_hidden_tests(box, task)
         restored = restore_runner_files(box.workspace, task.base_dir, task.language)
         before = hidden_digests(box.workspace, task)

@@ -112,6 +112,17 @@ def _apply(box: Sandbox, text: str) -> str | None:
     return None
 
 
+def apply_admitted(box: Sandbox, admission: Admission, flags: list[Flag], breakdown: Breakdown) -> str | None:
+    """Apply what admission kept, recording how (or flagging that it does not apply); the method."""
+    if not admission.kept:
+        return None
+    method = _apply(box, admission.kept_text())
+    breakdown["applied_with"] = method
+    if method is None:
+        flags.append(Flag(Detector.PATCH_DOES_NOT_APPLY, "the patch does not apply to the base snapshot"))
+    return method
+
+
 class ScoringError(RuntimeError):
     """Scoring could not reach a verdict (the scorer itself failed): no reward, a clear reason."""
 
@@ -204,17 +215,12 @@ def _score(
         Sandbox(task.base_dir, backend, limits=run_limits, environment=environment) as held_out_box,
     ):
         boxes = (box, changed_box, held_out_box)
-        if admission.kept:
-            method = _apply(box, admission.kept_text())
-            breakdown["applied_with"] = method
-            if method is None:
-                flags.append(Flag(Detector.PATCH_DOES_NOT_APPLY, "the patch does not apply to the base snapshot"))
-            else:
-                touched_paths = sorted({q for f in admission.kept for q in (f.old_path, f.new_path) if q})
-                for other in boxes[1:]:
-                    # The same result as applying again, without a second and third git baseline.
-                    if not mirror(box.workspace, other.workspace, touched_paths):
-                        _apply(other, admission.kept_text())
+        if apply_admitted(box, admission, flags, breakdown) is not None:
+            touched_paths = sorted({q for f in admission.kept for q in (f.old_path, f.new_path) if q})
+            for other in boxes[1:]:
+                # The same result as applying again, without a second and third git baseline.
+                if not mirror(box.workspace, other.workspace, touched_paths):
+                    _apply(other, admission.kept_text())
         # Evidence for people, read from the files as they stand after the patch (lines the base
         # already had are not blamed on the agent), in a bounded child process beside the runs.
         # A copy of the changed files, taken before anything runs: the runs may rewrite them.

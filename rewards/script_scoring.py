@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from core.vocabulary import Detector, Termination
 from rewards.anticheat import Flag
-from rewards.scoring import EARLY_TERMINATIONS, Score, _apply, _dedupe, admit_patch, policy_bound
+from rewards.scoring import EARLY_TERMINATIONS, Score, _dedupe, admit_patch, apply_admitted, policy_bound
 from rewards.spec import RewardSpec
 from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend
@@ -33,11 +33,7 @@ def score_script_patch(
     admission, flags, breakdown = admit_patch(task, patch, spec)
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
     with Sandbox(task.base_dir, backend, limits=run_limits) as box:
-        if admission.kept:
-            method = _apply(box, admission.kept_text())
-            breakdown["applied_with"] = method
-            if method is None:
-                flags.append(Flag(Detector.PATCH_DOES_NOT_APPLY, "the patch does not apply to the base snapshot"))
+        apply_admitted(box, admission, flags, breakdown)
         run = run_verifier(box, task)
     if run.exec.timed_out:
         flags.append(Flag(Detector.TIMEOUT, f"the verifier passed its {task.timeout_seconds} s limit"))

@@ -344,7 +344,7 @@ def _ensure(spec: EnvSpec, rebuild: bool, allow_sdist: bool) -> Environment:
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)  # the sandbox's user reads environments through a read-only bind
     (root / "specs").mkdir(exist_ok=True)
-    with _locked(root / f".lock-{spec.spec_hash()}"):
+    with file_lock(root / f".lock-{spec.spec_hash()}"):
         if not rebuild:
             found = find_environment(spec) or _fetched(spec, root)
             if found is not None:
@@ -353,7 +353,8 @@ def _ensure(spec: EnvSpec, rebuild: bool, allow_sdist: bool) -> Environment:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on `path` (created if missing) across processes, held for the block."""
     with open(path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:

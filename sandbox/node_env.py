@@ -12,7 +12,6 @@ lock are refused before npm runs. Only package.json and the lock are copied to w
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -22,10 +21,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sandbox.environments import file_lock
 from sandbox.runner_env import runner_root
 
 logger = logging.getLogger(__name__)
@@ -148,20 +147,10 @@ def ensure_node_modules(project: Path) -> Path:
     check_lock(lock, configured_registry())
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)  # the sandbox's user reads it through a read-only bind
-    with _locked(root / f".lock-{key}"):
+    with file_lock(root / f".lock-{key}"):
         if not (target / MANIFEST).is_file():
             _install(root, target, package_json, lock)
     return target / "node_modules"
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def npm_ci_argv() -> list[str]:

@@ -15,7 +15,6 @@ CRUCIBLE_TREE_CACHE_BYTES, and only trees the object store also holds are ever d
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import tarfile
@@ -29,6 +28,7 @@ from django.conf import settings
 from core.artefacts import ArtefactError, checked_members, drop, pack, staged
 from core.objectstore import StoreError
 from core.storage import object_store, remote_storage
+from sandbox.environments import file_lock
 from tasks.storage import TreeError, hash_tree, iter_tree, store_root, tree_path
 
 # A tree used this recently is never dropped: a sandbox may be copying it right now.
@@ -47,12 +47,8 @@ def _meta_path(digest: str) -> Path:
 def _cache_lock() -> Iterator[None]:
     path = store_root().parent / "tree-cache.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    with file_lock(path):
+        yield
 
 
 def _tree_bytes(root: Path) -> int:
