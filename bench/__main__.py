@@ -19,6 +19,7 @@ from bench import (
     env_step,
     environments,
     export_api,
+    grpo_fleet,
     jsonl_io,
     learning,
     model_speed,
@@ -52,6 +53,7 @@ BENCHES = {
     "scaling": scaling.run,
     "redaction": redaction.run,
     "env_step": env_step.run,
+    "grpo_fleet": grpo_fleet.run,
 }
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 

@@ -25,6 +25,7 @@ from training.models import Checkpoint, TrainingSet
 from training.processes import MAX_PROCESSES
 from training.queries import find_training_set, set_spec
 from training.schema import (
+    EPISODE_PLACES,
     GRPO_MODES,
     RL_KEYS,
     TARGET_MODULES,
@@ -41,7 +42,7 @@ from trajectories.rollout_settings import RolloutError, RolloutSettings
 # so a config written for another set-up in this shape validates. Anything else is a typo worth reporting.
 SECTIONS: dict[str, frozenset[str]] = {
     "model": frozenset({"base_model", "load_in_4bit", "torch_dtype", "lora"}),
-    "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode"}),
+    "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode", "episodes"}),
     "rl": RL_KEYS,
     "data": frozenset(
         {
@@ -173,6 +174,7 @@ def check(raw: dict[str, Any]) -> RunConfig:
         if mode not in GRPO_MODES:
             c.error("environment.mode", f"must be one of {', '.join(GRPO_MODES)}")
         environment["mode"] = mode
+        _check_episodes(c, environment)
     save_every = whole(logging_.get("save_every_steps", rl.get("max_steps") or 1))
     if save_every is None or save_every < 1:
         c.error("logging.save_every_steps", "must be a positive whole number of steps")
@@ -369,6 +371,19 @@ def _resolve_data(
         return None, None, None
     data["training_set"] = str(training_set)
     return training_set, None, None
+
+
+def _check_episodes(c: _Checker, environment: dict[str, Any]) -> None:
+    """environment.episodes: where a GRPO agent run's episodes run (training.schema.EPISODE_PLACES);
+    the fleet runs agent episodes only (a single-turn generation is one reply, nothing to farm out)."""
+    value = environment.get("episodes", "trainer")
+    if value not in EPISODE_PLACES:
+        c.error("environment.episodes", f"must be one of {', '.join(EPISODE_PLACES)}")
+        return
+    if value == "fleet" and environment.get("mode") != "agent":
+        c.error("environment.episodes", "fleet runs agent episodes: set environment.mode: agent")
+        return
+    environment["episodes"] = value
 
 
 def _check_pair_sides(c: _Checker, data: dict[str, Any], kind: TrainingKind | None) -> None:

@@ -55,6 +55,7 @@ from training.services import (
     stop_process_group,
     worker_name,
 )
+from trajectories.models import Trajectory
 from trajectories.schema import ACTION_TYPES, ClaimedOutcome
 from trajectories.services import store_trajectory
 
@@ -67,6 +68,7 @@ MAX_EVENT_BYTES = 1 << 20
 # After the trainer exits, output still in flight is read for this long.
 DRAIN_SECONDS = 1.0
 MAX_ROLLOUT_STEPS = 200  # a rollout's completion or patch, as stored
+FLEET_FIELDS = ("policy_version", "staleness", "truncated")  # what a fleet episode's link records
 EOF = object()
 # What `accelerate launch` says when the trainer process under it was killed by SIGKILL.
 SIGKILLED = "died with <Signals.SIGKILL: 9>"
@@ -240,6 +242,9 @@ class RunFollower:
         """A GRPO generation and its reward, kept as a trajectory of the run, written by the import's
         writer (checked, bounded, redacted). Not verified: the reward service has not scored it,
         so no training set takes it as is; the trainer's reward is kept as its reward."""
+        if event.get("episodes") == "fleet":
+            self.on_fleet_episode(event)
+            return
         task_id = str(event.get("task_id", ""))
         task = Task.objects.filter(task_id=task_id).select_related("suite").first()
         raw_steps = event.get("steps")
@@ -274,6 +279,35 @@ class RunFollower:
             states.write(self.lease, lambda: store_trajectory(record, f"training run {self.run.pk}", verified=outcome))
         except states.Superseded:
             logger.info("training run %s: a rollout after the run stopped being ours was dropped", self.run.pk)
+
+    def on_fleet_episode(self, event: dict[str, Any]) -> None:
+        """A fleet episode is already a stored, scored rollout (training.trainers.grpo_fleet): it is
+        linked to the run, with the step that learned from it, its policy version and staleness."""
+        try:
+            trajectory_id = uuid.UUID(str(event.get("trajectory_id")))
+        except ValueError:
+            return  # an episode the fleet never stored (grpo_fleet's "episode missing")
+        link = {
+            "training_run": self.run.pk,
+            "step": self._step(event),
+            "mode": "agent",
+            "episodes": "fleet",
+            **{key: event.get(key) for key in FLEET_FIELDS if isinstance(event.get(key), int | bool)},
+            "dropped": str(event.get("dropped") or "")[:200],
+        }
+
+        def record_link() -> None:
+            found = Trajectory.objects.filter(
+                trajectory_id=trajectory_id, source=TrajectorySource.ONLINE, batch__isnull=False
+            ).first()
+            if found is not None and "training_run" not in found.extra:
+                found.extra = {**found.extra, **link}
+                found.save(update_fields=["extra"])
+
+        try:
+            states.write(self.lease, record_link)
+        except states.Superseded:
+            logger.info("training run %s: a fleet episode after the run stopped being ours was dropped", self.run.pk)
 
     def on_done(self, event: dict[str, Any]) -> None:
         self.done_status = str(event.get("status", ""))

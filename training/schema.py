@@ -19,6 +19,9 @@ from core.vocabulary import TrainingKind
 STEP_LIMIT = 1_000_000
 # How a grpo run meets its tasks: one completion scored as a patch, or an agent episode in a sandbox.
 GRPO_MODES = ("single_turn", "agent")
+# Where a GRPO agent run's episodes run: in the trainer's process (TRL's environment_factory), or as
+# rollouts on the Celery `rollouts` workers against the served policy (training.trainers.grpo_fleet).
+EPISODE_PLACES = ("trainer", "fleet")
 MIN_LENGTH = 16  # tokens: below this no chat prompt fits
 
 
@@ -157,6 +160,16 @@ RL_SETTINGS: tuple[Setting, ...] = (
         defaulted=(),
         message="must be a number c > 0: grpo rewards are clipped to [-c, c] (Crucible's lie in [-1, 1])",
         derived="no clipping",
+    ),
+    Setting(
+        "max_staleness",
+        True,
+        0,
+        "grpo with environment.episodes fleet: how many optimizer steps the served policy may lag the "
+        "trainer's weights; it is synced when it would lag more (0: every step)",
+        0,
+        maximum=STEP_LIMIT,
+        kinds=GRPO,
     ),
     Setting("seed", True, 0, "the seed of the trainer's random numbers"),
 )

@@ -186,6 +186,9 @@ class ModelCall(TypedDict):
     prompt_token_ids: NotRequired[list[int]]
     completion_token_ids: NotRequired[list[int]]
     logprobs: NotRequired[list[float]]
+    # The server's `system_fingerprint`, where it sent a plain one: which weights answered. A GRPO
+    # run's policy server names its policy version in it (training.trainers.policy_server).
+    system_fingerprint: NotRequired[str]
 
 
 MODEL_CALL = "model"

@@ -205,6 +205,52 @@ def test_rollouts_go_through_the_import_writer_and_stop_when_the_run_is_not_ours
     assert Trajectory.objects.filter(extra__training_run=run.pk).count() == 1
 
 
+@pytest.mark.django_db
+def test_a_fleet_episode_is_linked_to_the_run_not_copied() -> None:
+    from tests.factories import TrajectoryFactory
+    from trajectories.models import RolloutBatch
+
+    verified_set()
+    run = create_run(config("sft"), enqueue=False)
+    follower = RunFollower(TrainingRun.objects.get(pk=run.pk), running_run(run))
+    episode = TrajectoryFactory.create(source=Trajectory.Source.ONLINE, extra={"kept": 1})
+    episode.batch = RolloutBatch.objects.create(suite=episode.suite, policy_kind="openai")
+    episode.save()
+    imported = TrajectoryFactory.create()  # not a rollout of a batch: no fleet episode
+    before = Trajectory.objects.count()
+    event = {
+        "event": "rollout",
+        "episodes": "fleet",
+        "trajectory_id": str(episode.trajectory_id),
+        "step": 3,
+        "policy_version": 2,
+        "staleness": 1,
+        "truncated": False,
+        "dropped": "",
+        "reward": 0.0,
+    }
+    follower.line("out", json.dumps(event))
+    follower.line("out", json.dumps({**event, "trajectory_id": str(imported.trajectory_id)}))
+    follower.line("out", json.dumps({**event, "trajectory_id": "not a uuid"}))
+    follower.line("out", json.dumps({**event, "step": 9, "staleness": "'; drop table"}))  # linked once only
+    assert Trajectory.objects.count() == before
+    episode.refresh_from_db()
+    assert episode.extra == {
+        "kept": 1,
+        "training_run": run.pk,
+        "step": 3,
+        "mode": "agent",
+        "episodes": "fleet",
+        "policy_version": 2,
+        "staleness": 1,
+        "truncated": False,
+        "dropped": "",
+    }
+    imported.refresh_from_db()
+    assert "training_run" not in imported.extra
+    assert list(Trajectory.objects.filter(extra__training_run=run.pk)) == [episode]
+
+
 def test_the_trainer_runs_under_accelerate_with_one_process_or_a_given_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CRUCIBLE_TRAINING_LAUNCHER", raising=False)
     monkeypatch.delenv("CRUCIBLE_ACCELERATE_CONFIG", raising=False)

@@ -55,6 +55,47 @@ def make_tiny_model(dest: Path) -> Path:
     return dest
 
 
+SUBMIT = '<tool_call>\n{"name": "submit", "arguments": {}}\n</tool_call>'
+COMMAND = '<tool_call>\n{"name": "run_command", "arguments": {"command": "ls"}}\n</tool_call>'
+
+
+def make_mixed_policy(dest: Path, task: str = "task_0001") -> Path:
+    """The tiny model, trained until its first reply on a demo task is SUBMIT or COMMAND, about evenly.
+
+    GRPO needs groups whose rewards differ: an empty submitted patch scores 0, a command run to
+    max_steps costs the early-termination penalty. About 30 s on two cores.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    make_tiny_model(dest)
+    tokenizer = AutoTokenizer.from_pretrained(dest)
+    model = AutoModelForCausalLM.from_pretrained(dest)
+    prompt = tokenizer.apply_chat_template(
+        prompt_messages((DEMO / "tasks" / task / "task.md").read_text()),
+        tools=list(TOOLS),  # type: ignore[arg-type]
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    head = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    examples = []
+    for answer in (SUBMIT, COMMAND):
+        tail = tokenizer(answer + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        examples.append((torch.tensor([head + tail]), len(head), torch.tensor(tail)))
+    torch.manual_seed(0)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(150):
+        for ids, start, tail in examples:
+            # The head only where the answer is: logits over the whole prompt would cost minutes.
+            hidden = model.model(input_ids=ids).last_hidden_state[0, start - 1 : -1]
+            torch.nn.functional.cross_entropy(model.lm_head(hidden), tail).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    model.save_pretrained(dest)
+    return dest
+
+
 def demo_trajectories() -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in (DEMO / "trajectories.jsonl").read_text().splitlines() if line.strip()]
     return [row for row in rows if "schema_version" in row]

@@ -20,6 +20,7 @@ from core.hardware import native_bfloat16
 from core.vocabulary import TrainingKind, values
 from training.schema import (
     ALL_LINEAR,
+    EPISODE_PLACES,
     GRPO_MODES,
     LOAD_IN_4BIT_NEEDS,
     RL,
@@ -89,6 +90,7 @@ class TrainerConfig:
     loss_type: str = str(RL["loss_type"].default)
     mask_truncated_completions: bool = bool(RL["mask_truncated_completions"].default)
     max_prompt_length: int | None = None  # None: no limit
+    max_staleness: int = int(RL["max_staleness"].default)  # type: ignore[arg-type]
     reward_clip: float | None = None  # None: rewards as scored
     seed: int = int(RL["seed"].default)  # type: ignore[arg-type]
     save_every_steps: int = 0  # 0: only the final checkpoint
@@ -102,6 +104,11 @@ class TrainerConfig:
     run_output: Path | None = None  # where every checkpoint of the run lies (output_dir, or its parent)
     resume_state: Path | None = None  # the checkpoint whose optimizer, schedule, RNG and data position go on
     raw: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def episodes(self) -> str:
+        """Where a GRPO agent run's episodes run: "trainer" or "fleet" (training.schema.EPISODE_PLACES)."""
+        return str(self.environment.get("episodes", "trainer"))
 
     @property
     def sandbox_backend(self) -> str:
@@ -144,6 +151,12 @@ def read_config(run_dir: Path) -> TrainerConfig:
     mode = environment.get("mode", "single_turn")
     if mode not in GRPO_MODES:
         raise TrainerError(f"config.environment.mode must be one of {', '.join(GRPO_MODES)}, not {mode!r}")
+    episodes = environment.get("episodes", "trainer")
+    if episodes not in EPISODE_PLACES or (episodes == "fleet" and mode != "agent"):
+        raise TrainerError(
+            f"config.environment.episodes must be one of {', '.join(EPISODE_PLACES)} (fleet: agent mode only), "
+            f"not {episodes!r}"
+        )
     model, model_errors = check_model(model)
     for key, message in model_errors.items():
         raise TrainerError(f"config.{key} {message}, not {_given(raw, key)!r}")

@@ -40,6 +40,7 @@ from training.trainers.grpo_env import (
     statement_of,
     tool_call_validity,
 )
+from training.trainers.grpo_fleet import Fleet, fleet_prompt
 from trajectories.agent import SYSTEM_PROMPT
 
 GRPO_KEYS = ("prompt", "task_id", "task_dir")
@@ -56,10 +57,44 @@ def grpo_rows(config: TrainerConfig, scorer: Scorer) -> list[dict[str, Any]]:
         statement = statement_of(row["prompt"])
         if config.mode == "single_turn":
             prompt = single_turn_prompt(statement, task_dir)
+        elif config.episodes == "fleet":
+            prompt = fleet_prompt(statement, str(row["task_id"]))
         else:
             prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": statement}]
         rows.append({"prompt": prompt, "task_id": str(row["task_id"]), "task_dir": task_dir})
     return rows
+
+
+def _fleet_rewards(task_id: list[str], kwargs: dict[str, Any]) -> list[float | None]:
+    """The reward service's verdicts on the fleet's episodes (None: left out of the loss, see grpo_fleet)."""
+    rewards = kwargs["fleet_reward"]
+    staleness = [s for s in kwargs["fleet_staleness"] if s is not None]
+    for index, reward in enumerate(rewards):
+        emit(
+            {
+                "event": "rollout",
+                "task_id": task_id[index],
+                "mode": "agent",
+                "episodes": "fleet",
+                # Already stored by the rollouts worker, scored by the reward service: the launcher
+                # links it to the run instead of writing a copy.
+                "trajectory_id": kwargs["fleet_trajectory"][index],
+                "reward": reward,
+                "step": kwargs["fleet_step"][index],
+                "policy_version": kwargs["fleet_version"][index],
+                "staleness": kwargs["fleet_staleness"][index],
+                "dropped": kwargs["fleet_dropped"][index],
+                "truncated": kwargs["fleet_truncated"][index],
+            },
+            every_rank=True,
+        )
+    log_metric = kwargs.get("log_metric")
+    if callable(log_metric):
+        if staleness:
+            log_metric("staleness_mean", sum(staleness) / len(staleness))
+            log_metric("staleness_max", float(max(staleness)))
+        log_metric("episodes_dropped", float(sum(1 for why in kwargs["fleet_dropped"] if why)))
+    return rewards
 
 
 def _rollout(task_id: str, mode: str, completion: Any, patch: str, score: Any) -> float:
@@ -112,11 +147,13 @@ def clipped(reward: float, clip: float | None) -> float:
     return reward if clip is None else max(-clip, min(clip, reward))
 
 
-def reward_function(scorer: Scorer, mode: str, clip: float | None = None) -> Callable[..., list[float]]:
+def reward_function(scorer: Scorer, mode: str, clip: float | None = None) -> Callable[..., list[float | None]]:
     def crucible_verified_reward(
         prompts: list[Any], completions: list[Any], task_id: list[str], task_dir: list[str], **kwargs: Any
-    ) -> list[float]:
-        rewards: list[float] = []
+    ) -> list[float | None]:
+        if "fleet_reward" in kwargs:
+            return [None if r is None else clipped(r, clip) for r in _fleet_rewards(task_id, kwargs)]
+        rewards: list[float | None] = []
         valid = turns = 0
         environments = kwargs.get("environments") or []
         for index, completion in enumerate(completions):
@@ -149,7 +186,8 @@ def train(config: TrainerConfig) -> None:
     tokenizer = load_tokenizer(config.base_model)
     tokenizer.padding_side = "left"
     agent = config.mode == "agent"
-    if agent:
+    fleet = Fleet(config, tokenizer) if agent and config.episodes == "fleet" else None
+    if agent and fleet is None:
         # Our template is Qwen2.5's tool-call convention; TRL reads calls back with Qwen's parser.
         tokenizer.response_template = qwen3_template
         CrucibleEnv.scorer = scorer
@@ -167,7 +205,7 @@ def train(config: TrainerConfig) -> None:
         epsilon=config.epsilon,
         loss_type=config.loss_type,
         mask_truncated_completions=config.mask_truncated_completions,
-        max_tool_calling_iterations=int(config.environment.get("max_steps", 30)) if agent else None,
+        max_tool_calling_iterations=int(config.environment.get("max_steps", 30)) if agent and not fleet else None,
         log_completions=False,
     )
     dropped = {"prompts_dropped_for_length": float(len(rows) - len(kept))}
@@ -178,12 +216,14 @@ def train(config: TrainerConfig) -> None:
         train_dataset=Dataset.from_list(kept),
         processing_class=tokenizer,
         callbacks=[EventCallback("policy", dropped, config=config)],
-        environment_factory=CrucibleEnv if agent else None,
+        environment_factory=CrucibleEnv if agent and fleet is None else None,
+        rollout_func=fleet,
         peft_config=peft_config(config, model, "CAUSAL_LM"),
     )
     finish_setup(trainer)
     log(
-        f"grpo ({config.mode}): {len(kept)} prompts, {config.num_generations} generations each, "
+        f"grpo ({config.mode}{', episodes on the fleet' if fleet else ''}): {len(kept)} prompts, "
+        f"{config.num_generations} generations each, "
         f"at most {config.max_new_tokens} new tokens"
     )
     try:
@@ -191,3 +231,5 @@ def train(config: TrainerConfig) -> None:
         run_training(trainer, config, held_in=False)
     finally:
         CrucibleEnv.close_all()
+        if fleet is not None:
+            fleet.close()

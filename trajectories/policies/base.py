@@ -60,6 +60,7 @@ class PolicyOutput:
     usage: dict[str, int] = field(default_factory=dict)  # prompt_tokens, completion_tokens
     generate_ms: float | None = None  # time in generation proper (model policies only)
     sampled: SampledTokens = field(default_factory=lambda: SampledTokens())  # ids and logprobs the server sent
+    fingerprint: str = ""  # the server's system_fingerprint (which weights answered), checked plain
 
     def model_call(self) -> ModelCall | None:
         """The step's model record (trajectories.schema.ModelCall); None for policies that are no model."""
@@ -76,6 +77,8 @@ class PolicyOutput:
             "tokens_per_s": round(rate, 2) if rate is not None else None,
         }
         call.update(self.sampled)  # type: ignore[typeddict-item]
+        if self.fingerprint:
+            call["system_fingerprint"] = self.fingerprint
         return call
 
 

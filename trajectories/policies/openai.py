@@ -210,6 +210,10 @@ class OpenAIPolicy(Policy):
         output.generate_ms = latency_ms  # a server's generation is only visible as its request time
         output.usage = {k: v for k, v in (data.get("usage") or {}).items() if isinstance(v, int)}
         output.sampled = read_sampled(data, choice) if isinstance(data, dict) and isinstance(choice, dict) else {}
+        fingerprint = data.get("system_fingerprint") if isinstance(data, dict) else None
+        # Kept only as a plain short name: it is the server's text, shown with the step.
+        if isinstance(fingerprint, str) and _SERVED_ID.fullmatch(fingerprint):
+            output.fingerprint = fingerprint
         if output.tool_call is None and choice.get("finish_reason") == "length" and output.error:
             output.error = f"the reply hit the {self.max_tokens}-token limit; {output.error}"
         return output
