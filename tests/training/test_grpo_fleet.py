@@ -134,8 +134,11 @@ def test_grpo_agent_episodes_run_on_the_rollouts_worker_against_the_served_polic
         assert versions == {rollout["policy_version"]}
         assert rollout["staleness"] == rollout["step"] - 1 - rollout["policy_version"] <= 1
         groups[(batch.pk, trajectory.task_ref)].append(float(trajectory.final_reward))  # type: ignore[arg-type]
-    # Step 1 ran on the first weights (v0); step 2 on the same copy, one update stale, within the bound.
+    # Step 1 waited for its episodes (v0); step 2's were started one generation ahead, while step 1
+    # trained, by the same copy: one update stale, within the bound.
     assert sorted(r["staleness"] for r in rollouts) == [0] * 4 + [1] * 4
+    first, ahead = RolloutBatch.objects.order_by("pk")
+    assert ahead.created_at < max(t.scored_at for t in first.trajectories.all())  # type: ignore[type-var]
     assert len(groups) == 2 and any(len(set(rewards)) > 1 for rewards in groups.values()), groups
     metrics = [e["values"] for e in of(events, "metric") if "staleness_max" in e["values"]]
     assert [m["staleness_max"] for m in metrics] == [0.0, 1.0]
@@ -189,3 +192,40 @@ def test_an_episode_written_by_unknown_weights_or_too_stale_is_left_out_of_the_l
     cut = fleet._sample(record("crucible-policy-v5"), tokens, step=5)
     assert cut.truncated and cut.completion_ids == [3, 4] and cut.env_mask == [1, 0]
     assert json.dumps(cut.logprobs) == "[-0.1, null]"
+
+
+def test_one_generation_ahead_starts_the_next_steps_episodes_before_it_waits(tmp_path: Path) -> None:
+    from training.trainers.common import TrainerConfig
+    from training.trainers.grpo_fleet import Dispatch, Fleet
+
+    tiny = make_tiny_model(tmp_path / "tiny")
+    fleet = Fleet(TrainerConfig("grpo", tiny, tiny / "config.json", tmp_path / "out", max_staleness=1), None)
+    calls: list[tuple[Any, ...]] = []
+
+    def dispatch(task_ids: list[str], step: int, ahead: bool = False) -> Dispatch:
+        calls.append(("dispatch", step, ahead, tuple(task_ids)))
+        return Dispatch({i: i for i in range(len(task_ids))}, task_ids, [step * 10 + ahead])
+
+    fleet._dispatch = dispatch  # type: ignore[method-assign]
+    fleet._sync = lambda model, step, learned_at: calls.append(("sync", step, learned_at))  # type: ignore[method-assign]
+    fleet._collect = lambda d, step: calls.append(("collect", d.batches, step)) or []  # type: ignore[method-assign]
+    fleet._cancel = lambda d: calls.append(("cancel", d.batches))  # type: ignore[method-assign]
+
+    fleet._ahead(None, ["a", "a"], 0, 3)  # the first step: its own episodes, and the next step's
+    assert calls == [
+        ("sync", 0, 0),
+        ("dispatch", 0, False, ("a", "a")),
+        ("sync", 0, 1),
+        ("dispatch", 0, True, ("a", "a")),
+        ("collect", [0], 0),
+    ]
+    calls.clear()
+    fleet._ahead(None, ["b", "b"], 1, 3)  # learns from what ran while step 0 trained; starts step 2's
+    assert calls == [("sync", 1, 2), ("dispatch", 1, True, ("b", "b")), ("collect", [1], 1)]
+    calls.clear()
+    fleet._ahead(None, ["c", "c"], 2, 3)  # the last step starts nothing for a step that will not come
+    assert calls == [("collect", [11], 2)] and fleet.pending is None
+    calls.clear()
+    fleet.pending = Dispatch({0: 0}, ["x"], [99])  # a generation of another size cannot stand in: cancelled
+    fleet._ahead(None, ["d", "d"], 2, 3)
+    assert calls[0] == ("cancel", [99]) and ("dispatch", 2, False, ("d", "d")) in calls

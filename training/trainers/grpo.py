@@ -65,7 +65,7 @@ def grpo_rows(config: TrainerConfig, scorer: Scorer) -> list[dict[str, Any]]:
     return rows
 
 
-def _fleet_rewards(task_id: list[str], kwargs: dict[str, Any]) -> list[float | None]:
+def _fleet_rewards(kwargs: dict[str, Any]) -> list[float | None]:
     """The reward service's verdicts on the fleet's episodes (None: left out of the loss, see grpo_fleet)."""
     rewards = kwargs["fleet_reward"]
     staleness = [s for s in kwargs["fleet_staleness"] if s is not None]
@@ -73,7 +73,8 @@ def _fleet_rewards(task_id: list[str], kwargs: dict[str, Any]) -> list[float | N
         emit(
             {
                 "event": "rollout",
-                "task_id": task_id[index],
+                # The episode's own task: one generation ahead, TRL's rows are the next step's prompts.
+                "task_id": kwargs["fleet_task"][index],
                 "mode": "agent",
                 "episodes": "fleet",
                 # Already stored by the rollouts worker, scored by the reward service: the launcher
@@ -152,7 +153,7 @@ def reward_function(scorer: Scorer, mode: str, clip: float | None = None) -> Cal
         prompts: list[Any], completions: list[Any], task_id: list[str], task_dir: list[str], **kwargs: Any
     ) -> list[float | None]:
         if "fleet_reward" in kwargs:
-            return [None if r is None else clipped(r, clip) for r in _fleet_rewards(task_id, kwargs)]
+            return [None if r is None else clipped(r, clip) for r in _fleet_rewards(kwargs)]
         rewards: list[float | None] = []
         valid = turns = 0
         environments = kwargs.get("environments") or []

@@ -74,6 +74,15 @@ class Sample:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class Dispatch:
+    """Episodes started on the fleet: trajectory pk -> position in the generation."""
+
+    positions: dict[int, int]
+    task_ids: list[str]
+    batches: list[int] = field(default_factory=list)
+
+
 class Fleet:
     """TRL's rollout_func for fleet episodes; the policy server starts with the first generation."""
 
@@ -82,6 +91,7 @@ class Fleet:
         self.config = config
         self.tokenizer = tokenizer
         self.server: PolicyServer | None = None
+        self.pending: Dispatch | None = None  # episodes started one generation ahead (_ahead)
         self.dispatched = 0
         self.dropped: Counter[str] = Counter()
         max_steps = int(config.environment.get("max_steps", 30))
@@ -90,6 +100,9 @@ class Fleet:
         self.wait_s = max_steps * (command_s + 120.0) + 900.0
 
     def close(self) -> None:
+        if self.pending is not None:  # started for a step that will not come (the run failed or was stopped)
+            self._cancel(self.pending)
+            self.pending = None
         if self.server is not None:
             self.server.close()
 
@@ -100,9 +113,12 @@ class Fleet:
             self.server = PolicyServer(model, self.tokenizer).start()
             self.server.version = step
             log(f"grpo fleet: serving the policy at {self.server.base_url} (v{step})")
-        elif step - self.server.version > self.config.max_staleness:
-            self.server.sync(model, step)
-        samples = self.generation([task_of(p) for p in prompts], step)
+        task_ids = [task_of(p) for p in prompts]
+        if self.config.max_staleness < 1:
+            self._sync(model, step, learned_at=step)
+            samples = self._collect(self._dispatch(task_ids, step), step)
+        else:
+            samples = self._ahead(model, task_ids, step, int(trainer.state.max_steps))
         learned = [s for s in samples if not s.dropped]
         if not learned:
             reasons = Counter(s.dropped for s in samples)
@@ -117,6 +133,7 @@ class Fleet:
             # TRL takes None (not sampled by the server: rendered) as NaN and leaves it out.
             "logprobs": [s.logprobs for s in samples],
             "fleet_reward": [s.reward for s in samples],
+            "fleet_task": [s.task_id for s in samples],
             "fleet_trajectory": [s.trajectory_id for s in samples],
             "fleet_version": [s.version for s in samples],
             "fleet_staleness": [s.staleness for s in samples],
@@ -126,29 +143,66 @@ class Fleet:
             "fleet_step": [step + self.config.step_offset + 1] * len(samples),
         }
 
-    def generation(self, task_ids: list[str], step: int) -> list[Sample]:
-        """Run one episode per entry of `task_ids` on the fleet; samples in the same order."""
+    def _ahead(self, model: Any, task_ids: list[str], step: int, max_steps: int) -> list[Sample]:
+        """One generation ahead (rl.max_staleness >= 1): the episodes this step learns from were started
+        when the last step began, and ran on the fleet while it trained; this step's prompts start now,
+        for the next step. The first step has none waiting, so it waits for its own prompts' episodes
+        once and starts them a second time (other seeds) for the next step: the run's data is one step
+        behind TRL's order, and the prompts of its last step are never sampled."""
+        waiting = self.pending
+        self.pending = None
+        if waiting is None or len(waiting.positions) != len(task_ids):
+            if waiting is not None:
+                self._cancel(waiting)
+            self._sync(model, step, learned_at=step)
+            waiting = self._dispatch(task_ids, step)
+        if step + 1 < max_steps:
+            self._sync(model, step, learned_at=step + 1)
+            self.pending = self._dispatch(task_ids, step, ahead=True)
+        return self._collect(waiting, step)
+
+    def _sync(self, model: Any, step: int, learned_at: int) -> None:
+        """Sync the served copy if episodes it starts now, learned from at `learned_at`, would be too stale."""
+        assert self.server is not None
+        if learned_at - self.server.version > self.config.max_staleness:
+            self.server.sync(model, step)
+
+    def _dispatch(self, task_ids: list[str], step: int, ahead: bool = False) -> Dispatch:
+        """Start one episode per entry of `task_ids` on the fleet: a rollout batch per task."""
         from trajectories.models import Trajectory
 
-        positions: dict[str, list[int]] = {}
+        by_task: dict[str, list[int]] = {}
         for index, task_id in enumerate(task_ids):
-            positions.setdefault(task_id, []).append(index)
-        row_of: dict[int, int] = {}  # trajectory pk -> position
-        for number, (task_id, where) in enumerate(positions.items()):
-            batch = self._start(task_id, len(where), step, number)
+            by_task.setdefault(task_id, []).append(index)
+        dispatch = Dispatch({}, task_ids)
+        for number, (task_id, where) in enumerate(by_task.items()):
+            batch = self._start(task_id, len(where), step, number, ahead)
+            dispatch.batches.append(batch.pk)
             rows = Trajectory.objects.filter(batch=batch).order_by("sample_index").values_list("pk", flat=True)
-            row_of.update(zip(rows, where, strict=True))
-        self.dispatched += len(row_of)
-        self._wait(list(row_of), step)
-        samples: list[Sample | None] = [None] * len(task_ids)
-        for pk, sample in self._samples(list(row_of), step).items():
-            samples[row_of[pk]] = sample
+            dispatch.positions.update(zip(rows, where, strict=True))
+        self.dispatched += len(dispatch.positions)
+        return dispatch
+
+    def _collect(self, dispatch: Dispatch, step: int) -> list[Sample]:
+        """Wait for a dispatch's episodes and read them as samples learned from at `step`, in its order."""
+        pks = list(dispatch.positions)
+        self._wait(pks, step)
+        samples: list[Sample | None] = [None] * len(dispatch.task_ids)
+        for pk, sample in self._samples(pks, step).items():
+            samples[dispatch.positions[pk]] = sample
             if sample.dropped:
                 self.dropped[sample.dropped] += 1
         assert all(s is not None for s in samples)
         return [s for s in samples if s is not None]
 
-    def _start(self, task_id: str, samples: int, step: int, number: int) -> Any:
+    def _cancel(self, dispatch: Dispatch) -> None:
+        from trajectories.batches import cancel_batch
+        from trajectories.models import RolloutBatch
+
+        for batch in RolloutBatch.objects.filter(pk__in=dispatch.batches):
+            cancel_batch(batch)
+
+    def _start(self, task_id: str, samples: int, step: int, number: int, ahead: bool) -> Any:
         from core.vocabulary import PolicyKind
         from tasks.models import Task
         from trajectories.batches import start_batch
@@ -168,8 +222,9 @@ class Fleet:
                 max_steps=int(self.config.environment.get("max_steps", 30)),
                 max_new_tokens=self.config.max_new_tokens,
                 sandbox=self.config.sandbox_backend or _default_backend(),
-                # Fresh samples each step and group, the same ones for the same run and seed.
-                seed=(self.config.seed * 1_000_003 + (step + self.config.step_offset) * 1009 + number) % (2**31),
+                # Fresh samples each step, group and dispatch; the same ones for the same run and seed.
+                seed=(self.config.seed * 1_000_003 + (step + self.config.step_offset) * 2018 + ahead * 1009 + number)
+                % (2**31),
             )
             return start_batch(task.suite, settings, task_ids=[task_id])
         except RolloutError as exc:
