@@ -3,8 +3,9 @@
 Without it one hanging test (an infinite loop the fix repairs) takes the whole run to its wall
 limit, and every other outcome is lost with it. The harness plugin (PLUGIN_SOURCE, loaded with -p
 before the workspace is on sys.path) arms a real-time timer around each phase of a test (setup,
-call, teardown) for what is left of the test's budget; when it fires inside a phase, the phase
-fails there, with TEST_TIMEOUT_MARK in its message, and pytest goes on to the next test.
+call, teardown) for what is left of the test's budget, and at least a short grace (a teardown
+after a timed-out call still cleans up); when it fires inside a phase, the phase fails there,
+with TEST_TIMEOUT_MARK in its message, and pytest goes on to the next test.
 
 What code under test can do in-process it can do here too: swallow the failure, reset the timer,
 take SIGALRM for itself. Then the run's own wall limit ends it, as before this plugin. A message
@@ -31,6 +32,10 @@ import pytest
 
 _LIMIT = __LIMIT__
 _MARK = __MARK__
+# Every phase may run at least this long, even when the test's budget is spent: a teardown after a
+# timed-out call must clean up, not fail again because a busy machine paused it for a millisecond
+# (a second failure of one test leaves its JUnit report inconsistent, and the run's report invalid).
+_GRACE = min(1.0, _LIMIT / 2)
 _state = {"started": None, "deadline": None}
 
 
@@ -71,7 +76,7 @@ def _phase():
     if started is None or not _usable():
         yield
         return
-    _state["deadline"] = started + _LIMIT
+    _state["deadline"] = max(started + _LIMIT, _time.monotonic() + _GRACE)
     _signal.setitimer(_signal.ITIMER_REAL, max(0.001, _state["deadline"] - _time.monotonic()))
     try:
         yield

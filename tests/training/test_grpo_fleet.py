@@ -138,7 +138,8 @@ def test_grpo_agent_episodes_run_on_the_rollouts_worker_against_the_served_polic
     # trained, by the same copy: one update stale, within the bound.
     assert sorted(r["staleness"] for r in rollouts) == [0] * 4 + [1] * 4
     first, ahead = RolloutBatch.objects.order_by("pk")
-    assert ahead.created_at < max(t.scored_at for t in first.trajectories.all())  # type: ignore[type-var]
+    scored = [t.scored_at for t in first.trajectories.all() if t.scored_at is not None]
+    assert ahead.created_at < max(scored)
     assert len(groups) == 2 and any(len(set(rewards)) > 1 for rewards in groups.values()), groups
     metrics = [e["values"] for e in of(events, "metric") if "staleness_max" in e["values"]]
     assert [m["staleness_max"] for m in metrics] == [0.0, 1.0]
@@ -206,10 +207,17 @@ def test_one_generation_ahead_starts_the_next_steps_episodes_before_it_waits(tmp
         calls.append(("dispatch", step, ahead, tuple(task_ids)))
         return Dispatch({i: i for i in range(len(task_ids))}, task_ids, [step * 10 + ahead])
 
+    def collect(dispatch: Dispatch, step: int) -> list[Any]:
+        calls.append(("collect", dispatch.batches, step))
+        return []
+
+    def cancel(dispatch: Dispatch) -> None:
+        calls.append(("cancel", dispatch.batches))
+
     fleet._dispatch = dispatch  # type: ignore[method-assign]
     fleet._sync = lambda model, step, learned_at: calls.append(("sync", step, learned_at))  # type: ignore[method-assign]
-    fleet._collect = lambda d, step: calls.append(("collect", d.batches, step)) or []  # type: ignore[method-assign]
-    fleet._cancel = lambda d: calls.append(("cancel", d.batches))  # type: ignore[method-assign]
+    fleet._collect = collect  # type: ignore[method-assign]
+    fleet._cancel = cancel  # type: ignore[method-assign]
 
     fleet._ahead(None, ["a", "a"], 0, 3)  # the first step: its own episodes, and the next step's
     assert calls == [

@@ -214,6 +214,7 @@ def test_a_fleet_episode_is_linked_to_the_run_not_copied() -> None:
     run = create_run(config("sft"), enqueue=False)
     follower = RunFollower(TrainingRun.objects.get(pk=run.pk), running_run(run))
     episode = TrajectoryFactory.create(source=Trajectory.Source.ONLINE, extra={"kept": 1})
+    assert episode.suite is not None
     episode.batch = RolloutBatch.objects.create(suite=episode.suite, policy_kind="openai")
     episode.save()
     imported = TrajectoryFactory.create()  # not a rollout of a batch: no fleet episode
