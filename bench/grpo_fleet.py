@@ -11,22 +11,24 @@ optimizer steps of BENCH_GRPO_FLEET_BATCH episodes each.
 The check is fleet_ahead over trainer; `ceiling_from_cpu` says how much any fleet could gain on
 this machine (its cores over those the in-trainer run already keeps busy).
 
-Throughput is episodes per minute of training proper: from the trainer's "grpo (...)" line (model
-loaded, trainer built) to its last metric event, so start-up costs neither side. Runs on a private
+Each run goes through the launcher, as a training worker runs it. Throughput is episodes per minute
+in the steady state: the median time between the steps' logged metrics, so the first step's start-up
+(loading the model, building the trainer, the one-ahead mode's double start) costs no side. Runs on a private
 PostgreSQL database (BENCH_DATABASE_URL, dropped and made afresh) and Redis database 13.
 """
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from bench.checks import check
@@ -34,8 +36,8 @@ from bench.checks import check
 REPO = Path(__file__).resolve().parent.parent
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crucible_bench_grpo_fleet")
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/13")
-STEPS = int(os.environ.get("BENCH_GRPO_FLEET_STEPS", "2"))
-BATCH = int(os.environ.get("BENCH_GRPO_FLEET_BATCH", "8"))
+STEPS = int(os.environ.get("BENCH_GRPO_FLEET_STEPS", "4"))
+BATCH = int(os.environ.get("BENCH_GRPO_FLEET_BATCH", "4"))  # one group of 4 a step: the data is one task
 WORKERS = 2
 TARGET = 1.6
 
@@ -137,65 +139,58 @@ class CpuSampler(threading.Thread):
         return (os.cpu_count() or 1) * (last[1] - first[1]) / max(1, last[2] - first[2])
 
 
-def _read(stream: IO[bytes], into: list[tuple[float, str]]) -> None:
-    for raw in stream:
-        into.append((time.monotonic(), raw.decode(errors="replace").rstrip("\n")))
+def _training_set() -> None:
+    from tests.training.helpers import record_score
+    from training.curation import CurationRule, build_training_set
+    from trajectories.models import Trajectory
+    from trajectories.services import import_trajectories
+
+    import_trajectories(REPO / "demo" / "trajectories.jsonl")
+    for trajectory in Trajectory.objects.filter(task__task_id="task_0001")[:2]:
+        record_score(trajectory, 1.0, True)
+    build_training_set("grpo-fleet-bench", CurationRule())
 
 
-def _train(run_dir: Path, model: Path, episodes: str, max_staleness: int = 0) -> dict[str, Any]:
-    from tests.training.trainer_support import grpo_rows, run_config, write_jsonl
+def _train(model: Path, episodes: str, max_staleness: int = 0) -> dict[str, Any]:
+    """One run through the launcher, as a training worker runs it; throughput from its steps' log times."""
+    from training.launcher import execute
+    from training.services import create_run
 
-    data = write_jsonl(run_dir.parent / f"{episodes}-prompts.jsonl", grpo_rows(("task_0001",)) * 2)
-    run_config(
-        run_dir,
-        "grpo",
-        model,
-        data,
-        {
-            "num_generations": 4,
-            "batch_size": BATCH,
+    raw = {
+        "kind": "grpo",
+        "name": f"grpo-fleet-bench-{episodes}-{max_staleness}",
+        "model": {"base_model": str(model)},
+        "rl": {
             "max_steps": STEPS,
+            "batch_size": BATCH,
+            "num_generations": 4,
+            "learning_rate": 1e-3,
             "max_new_tokens": 48,
             "max_staleness": max_staleness,
         },
-        environment={"mode": "agent", "episodes": episodes, "max_steps": 2},
-        logging={"save_every_steps": STEPS},
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "training.trainers", str(run_dir)],
-        cwd=REPO,
-        env={**os.environ, "TOKENIZERS_PARALLELISM": "false", "ACCELERATE_USE_CPU": "true"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out: list[tuple[float, str]] = []
-    err: list[tuple[float, str]] = []
+        "data": {"training_set": "grpo-fleet-bench"},
+        "environment": {"mode": "agent", "episodes": episodes, "max_steps": 2},
+        "logging": {"save_every_steps": STEPS},
+    }
+    run = create_run(raw, enqueue=False)
     sampler = CpuSampler()
     sampler.start()
-    readers = [threading.Thread(target=_read, args=(s, into)) for s, into in ((proc.stdout, out), (proc.stderr, err))]
-    for reader in readers:
-        reader.start()
-    code = proc.wait(timeout=3600)
-    for reader in readers:
-        reader.join()
+    finished = execute(run.pk)
     sampler.done.set()
-    if code != 0:
-        raise RuntimeError(f"the {episodes} run failed ({code}):\n" + "\n".join(t for _, t in err[-30:]))
-    start = next(at for at, text in err if text.startswith("grpo ("))
-    events = [(at, json.loads(text)) for at, text in out if text.startswith("{")]
-    metrics = [(at, e) for at, e in events if e.get("event") == "metric" and "reward_mean" in e.get("values", {})]
-    rollouts = [e for _, e in events if e.get("event") == "rollout"]
-    wall = metrics[-1][0] - start
-    rewards = [r["reward"] for r in rollouts if r.get("reward") is not None]
+    if finished is None or finished.status != "succeeded":
+        raise RuntimeError(f"the {episodes} run did not succeed: {finished and finished.log_tail[-2000:]}")
+    logged = [m.logged_at.timestamp() for m in finished.metric_rows.filter(values__has_key="reward_mean")]
+    # Steady state: the time between steps' logs (the first step also loads the model and builds the trainer).
+    gaps = [b - a for a, b in itertools.pairwise(logged)]
+    per_step = statistics.median(gaps) if gaps else 0.0
+    offset = time.monotonic() - time.time()  # the sampler's clock from the wall clock
     return {
-        "episodes": len(rollouts),
-        "steps": len(metrics),
-        "training_wall_s": round(wall, 1),
-        # The machine's cores the training kept busy on average (trainer, workers, sandboxes, databases).
-        "busy_cores": round(sampler.busy_cores(start, metrics[-1][0]), 2),
-        "episodes_per_minute": round(len(rollouts) / wall * 60, 2) if wall > 0 else 0.0,
-        "reward_mean": round(sum(rewards) / len(rewards), 3) if rewards else None,
-        "staleness_max": max((e["values"].get("staleness_max", 0.0) for _, e in metrics), default=None),
+        "episodes": BATCH * len(logged),
+        "steps": len(logged),
+        "step_s_median": round(per_step, 1),
+        "episodes_per_minute": round(BATCH / per_step * 60, 2) if per_step else 0.0,
+        # The machine's cores the steady steps kept busy (trainer, workers, sandboxes, databases).
+        "busy_cores": round(sampler.busy_cores(logged[0] + offset, logged[-1] + offset), 2) if gaps else None,
     }
 
 
@@ -205,12 +200,13 @@ def run() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="crucible-bench-grpo-fleet-") as tmp_name:
         tmp = Path(tmp_name)
         _setup(tmp)
+        _training_set()
         model = make_mixed_policy(tmp / "mixed-policy")
-        inside = _train(tmp / "trainer-run", model, "trainer")
+        inside = _train(model, "trainer")
         procs = _workers(tmp)
         try:
-            fleet = _train(tmp / "fleet-run", model, "fleet")
-            ahead = _train(tmp / "fleet-ahead-run", model, "fleet", max_staleness=1)
+            fleet = _train(model, "fleet")
+            ahead = _train(model, "fleet", max_staleness=1)
         finally:
             _stop(procs)
     ratio = ahead["episodes_per_minute"] / inside["episodes_per_minute"] if inside["episodes_per_minute"] else 0.0

@@ -41,6 +41,7 @@ from core.vocabulary import (
     TrajectorySource,
 )
 from tasks.models import Task
+from training import fleet_episodes
 from training.checkpoint_listeners import checkpoint_saved
 from training.checkpoint_store import CheckpointStoreError, checkpoint_for_model, local_checkpoint, publish_checkpoint
 from training.models import Checkpoint, RunMetric, TrainingRun
@@ -55,7 +56,6 @@ from training.services import (
     stop_process_group,
     worker_name,
 )
-from trajectories.models import Trajectory
 from trajectories.schema import ACTION_TYPES, ClaimedOutcome
 from trajectories.services import store_trajectory
 
@@ -68,7 +68,6 @@ MAX_EVENT_BYTES = 1 << 20
 # After the trainer exits, output still in flight is read for this long.
 DRAIN_SECONDS = 1.0
 MAX_ROLLOUT_STEPS = 200  # a rollout's completion or patch, as stored
-FLEET_FIELDS = ("policy_version", "staleness", "truncated")  # what a fleet episode's link records
 EOF = object()
 # What `accelerate launch` says when the trainer process under it was killed by SIGKILL.
 SIGKILLED = "died with <Signals.SIGKILL: 9>"
@@ -141,6 +140,14 @@ class RunFollower:
         self.done_error = ""
         self.started = time.monotonic()
         self.parent = run.resume_from or self._base_checkpoint()
+        # GRPO fleet episodes: the requests started and not yet answered (training.fleet_episodes).
+        self.fleet = fleet_episodes.Requests()
+
+    def on_episodes(self, event: dict[str, Any]) -> None:
+        self.tail.append(f"[crucible] {self.fleet.start(event)}"[:LOG_LINE_CHARS])
+
+    def on_episodes_cancel(self, event: dict[str, Any]) -> None:
+        self.fleet.cancel(int(event["request"]))
 
     def _base_checkpoint(self) -> Checkpoint | None:
         ident = self.run.config.get("model", {}).get("checkpoint")
@@ -281,31 +288,9 @@ class RunFollower:
             logger.info("training run %s: a rollout after the run stopped being ours was dropped", self.run.pk)
 
     def on_fleet_episode(self, event: dict[str, Any]) -> None:
-        """A fleet episode is already a stored, scored rollout (training.trainers.grpo_fleet): it is
-        linked to the run, with the step that learned from it, its policy version and staleness."""
         try:
-            trajectory_id = uuid.UUID(str(event.get("trajectory_id")))
-        except ValueError:
-            return  # an episode the fleet never stored (grpo_fleet's "episode missing")
-        link = {
-            "training_run": self.run.pk,
-            "step": self._step(event),
-            "mode": "agent",
-            "episodes": "fleet",
-            **{key: event.get(key) for key in FLEET_FIELDS if isinstance(event.get(key), int | bool)},
-            "dropped": str(event.get("dropped") or "")[:200],
-        }
-
-        def record_link() -> None:
-            found = Trajectory.objects.filter(
-                trajectory_id=trajectory_id, source=TrajectorySource.ONLINE, batch__isnull=False
-            ).first()
-            if found is not None and "training_run" not in found.extra:
-                found.extra = {**found.extra, **link}
-                found.save(update_fields=["extra"])
-
-        try:
-            states.write(self.lease, record_link)
+            # Fenced like the metrics: a launcher whose run was declared lost or cancelled records nothing more.
+            states.write(self.lease, lambda: fleet_episodes.link(self.run.pk, self._step(event), event))
         except states.Superseded:
             logger.info("training run %s: a fleet episode after the run stopped being ours was dropped", self.run.pk)
 
@@ -417,6 +402,7 @@ def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
         _localize_base_model(directory)
     except (StoreError, CheckpointStoreError, OSError) as exc:
         return _finish(run, follower, RunStatus.FAILED, f"could not fetch the base checkpoint: {exc}")
+    follower.fleet.directory = directory / "fleet"
     try:
         command = trainer_command(directory, run_processes(run.config))
     except ResourcesError as exc:
@@ -433,12 +419,15 @@ def _run_trainer(run: TrainingRun, follower: RunFollower) -> TrainingRun:
             stdin=subprocess.DEVNULL,
             # Its own process group: cancel stops accelerate and every process it started.
             start_new_session=True,
-            env=trainer_environment(),
+            env={**trainer_environment(), fleet_episodes.FLEET_DIR_ENV: str(follower.fleet.directory)},
         )
     except OSError as exc:
         return _finish(run, follower, RunStatus.FAILED, f"could not start the trainer: {exc}")
     TrainingRun.objects.filter(pk=run.pk).update(pgid=proc.pid)
-    stopped = _follow(run, proc, follower)
+    try:
+        stopped = _follow(run, proc, follower)
+    finally:
+        follower.fleet.stop()
     code = proc.wait()
     logger.info("training run %s trainer exited with %s after %.1f s", run.pk, code, time.monotonic() - started)
     if stopped:
@@ -475,6 +464,8 @@ def _follow(run: TrainingRun, proc: subprocess.Popen[bytes], follower: RunFollow
             open_streams -= 1
         elif text is not None:
             follower.line(source, text)
+        if follower.fleet.pending:
+            follower.tail.extend(f"[crucible] {notice}"[:LOG_LINE_CHARS] for notice in follower.fleet.tick())
         if exited_at is None and proc.poll() is not None:
             exited_at = time.monotonic()
         if exited_at is not None and text is None and time.monotonic() - exited_at >= DRAIN_SECONDS:

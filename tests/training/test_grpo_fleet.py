@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from core.vocabulary import RunStatus
 from tests.conftest import start_worker
 from tests.training.trainer_support import (
     COMMAND,
@@ -27,10 +28,10 @@ from tests.training.trainer_support import (
     grpo_rows,
     make_mixed_policy,
     make_tiny_model,
-    of,
     run_config,
     write_jsonl,
 )
+from training.models import TrainingRun
 from training.trainers.policy_server import PolicyServer, policy_version
 from trajectories.conversation import TOOLS, prompt_messages
 from trajectories.models import RolloutBatch, Trajectory
@@ -88,72 +89,90 @@ def test_the_policy_server_answers_as_an_openai_server_with_what_it_sampled_and_
         server.close()
 
 
-def _poison_in_process_rollouts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The trainer (this process) must not run an episode itself: every way in here fails loudly."""
+def _fleet_run(model: Path, rl: dict[str, Any]) -> TrainingRun:
+    """A GRPO fleet run of `model` on task_0001, created as a researcher would (needs demo_suite)."""
+    from tests.training.helpers import record_score
+    from tests.training.runs import config
+    from training.curation import CurationRule, build_training_set
+    from training.services import create_run
 
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("an episode ran in the trainer's process")
-
-    monkeypatch.setattr("trajectories.runner.run_trajectory", refuse)
-    monkeypatch.setattr("trajectories.agent.run_episode", refuse)
-    monkeypatch.setattr("training.trainers.grpo_env.CrucibleEnv.reset", refuse)
+    for trajectory in Trajectory.objects.filter(task__task_id="task_0001")[:2]:
+        record_score(trajectory, 1.0, True)
+    build_training_set("oracle", CurationRule())
+    raw = config(
+        "grpo",
+        model={"base_model": str(model)},
+        rl={"learning_rate": 1e-3, **rl},
+        environment={"mode": "agent", "episodes": "fleet", "max_steps": 2},
+        logging={"save_every_steps": rl["max_steps"]},
+    )
+    return create_run(raw, enqueue=False)
 
 
 @pytest.mark.usefixtures("demo_suite", "fleet_workers")
-def test_grpo_agent_episodes_run_on_the_rollouts_worker_against_the_served_policy(
-    mixed_policy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from tests.training.trainer_support import train_in_process
+def test_grpo_agent_episodes_run_on_the_rollouts_worker_against_the_served_policy(mixed_policy: Path) -> None:
+    from training.launcher import execute
 
-    _poison_in_process_rollouts(monkeypatch)
-    data = write_jsonl(tmp_path / "prompts.jsonl", grpo_rows(("task_0001",)) * 2)
-    run_config(
-        tmp_path / "run",
-        "grpo",
-        mixed_policy,
-        data,
-        # Two steps of one group of four; the served copy may lag one step, so step 2 is not synced.
-        {"num_generations": 4, "batch_size": 4, "max_steps": 2, "max_new_tokens": 48, "max_staleness": 1},
-        environment={"mode": "agent", "episodes": "fleet", "max_steps": 2},
+    # Two steps of one group of four; the served copy may lag one step, so the fleet runs one ahead.
+    run = _fleet_run(
+        mixed_policy, {"num_generations": 4, "batch_size": 4, "max_steps": 2, "max_new_tokens": 48, "max_staleness": 1}
     )
-    code, events = train_in_process(tmp_path / "run")
-    assert code == 0, events[-1]
+    finished = execute(run.pk)  # as the training worker runs it: the trainer is a process of its own
+    assert finished is not None and finished.status == RunStatus.SUCCEEDED, finished and finished.log_tail
 
-    rollouts = of(events, "rollout")
-    assert len(rollouts) == 8 and all(r["episodes"] == "fleet" and not r["dropped"] for r in rollouts)
-    stored = {str(t.trajectory_id): t for t in Trajectory.objects.filter(batch__isnull=False).select_related("batch")}
-    groups: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for rollout in rollouts:
-        trajectory = stored[rollout["trajectory_id"]]
-        batch: RolloutBatch = trajectory.batch  # type: ignore[assignment]
+    episodes = list(Trajectory.objects.filter(extra__training_run=run.pk).select_related("batch"))
+    assert len(episodes) == 8 and all(e.extra["episodes"] == "fleet" and not e.extra["dropped"] for e in episodes)
+    groups: dict[int, list[float]] = defaultdict(list)
+    for episode in episodes:
+        batch = episode.batch
+        assert batch is not None
         # An ordinary rollout of the openai policy against the trainer's server, scored by the reward service.
         assert batch.policy_kind == "openai" and batch.base_url.startswith("http://127.0.0.1:")
-        assert trajectory.status == Trajectory.Status.FINISHED and trajectory.attempt == 1
-        assert trajectory.scored_at is not None and rollout["reward"] == trajectory.final_reward
-        versions = {policy_version(s.extra[MODEL_CALL].get("system_fingerprint")) for s in trajectory.steps.all()}
-        assert versions == {rollout["policy_version"]}
-        assert rollout["staleness"] == rollout["step"] - 1 - rollout["policy_version"] <= 1
-        groups[(batch.pk, trajectory.task_ref)].append(float(trajectory.final_reward))  # type: ignore[arg-type]
+        assert episode.status == Trajectory.Status.FINISHED and episode.attempt == 1
+        assert episode.scored_at is not None and episode.final_reward is not None
+        versions = {policy_version(s.extra[MODEL_CALL].get("system_fingerprint")) for s in episode.steps.all()}
+        assert versions == {episode.extra["policy_version"]}
+        assert episode.extra["staleness"] == episode.extra["step"] - 1 - episode.extra["policy_version"] <= 1
+        groups[batch.pk].append(episode.final_reward)
     # Step 1 waited for its episodes (v0); step 2's were started one generation ahead, while step 1
     # trained, by the same copy: one update stale, within the bound.
-    assert sorted(r["staleness"] for r in rollouts) == [0] * 4 + [1] * 4
+    assert sorted(e.extra["staleness"] for e in episodes) == [0] * 4 + [1] * 4
     first, ahead = RolloutBatch.objects.order_by("pk")
     scored = [t.scored_at for t in first.trajectories.all() if t.scored_at is not None]
     assert ahead.created_at < max(scored)
     assert len(groups) == 2 and any(len(set(rewards)) > 1 for rewards in groups.values()), groups
-    metrics = [e["values"] for e in of(events, "metric") if "staleness_max" in e["values"]]
-    assert [m["staleness_max"] for m in metrics] == [0.0, 1.0]
-    assert any(m["reward_std"] > 0 for m in metrics)
-    assert of(events, "checkpoint")
+    metrics = list(finished.metric_rows.values_list("values", flat=True))
+    assert [m["staleness_max"] for m in metrics if "staleness_max" in m] == [0.0, 1.0]
+    assert any(m.get("reward_std", 0) > 0 for m in metrics)
+    assert finished.checkpoints.exists()
 
 
-def test_a_fleet_run_that_names_a_task_crucible_does_not_have_fails_clearly(
-    mixed_policy: Path, tmp_path: Path, transactional_db: None
+@pytest.mark.usefixtures("demo_suite")
+def test_a_fleet_request_for_a_task_crucible_does_not_have_is_answered_with_the_error(
+    tmp_path: Path, transactional_db: None
 ) -> None:
+    from training import fleet_episodes
+
+    settings: dict[str, Any] = {"base_url": "http://127.0.0.1:9", "model": "crucible-policy", "max_steps": 2, "seed": 1}
+    event: dict[str, Any] = {"request": 3, "tasks": [["task_0001", 2], ["no-such-task", 2]], "settings": settings}
+    assert fleet_episodes.start(tmp_path, event) is None
+    answer = json.loads((tmp_path / "3.json").read_text())
+    assert "task 'no-such-task' in Crucible's tasks" in answer["error"]
+    assert not RolloutBatch.objects.exists()  # every task is checked before any batch starts
+    for bad in (
+        {**event, "tasks": []},
+        {**event, "settings": {**settings, "temperature": 99}},
+        {**event, "tasks": [["task_0001", 2]], "settings": {**settings, "base_url": "http://10.1.2.3:80"}},
+    ):
+        assert fleet_episodes.start(tmp_path, {**bad, "request": 4}) is None
+        assert json.loads((tmp_path / "4.json").read_text())["error"]
+    assert not RolloutBatch.objects.exclude(status="cancelled").exists()
+
+
+def test_fleet_episodes_run_only_under_the_launcher(mixed_policy: Path, tmp_path: Path) -> None:
     from tests.training.trainer_support import train_in_process
 
-    rows = grpo_rows(("task_0001",))  # the task directory exists, but no suite holds the task
-    data = write_jsonl(tmp_path / "prompts.jsonl", rows * 2)
+    data = write_jsonl(tmp_path / "prompts.jsonl", grpo_rows(("task_0001",)) * 2)
     run_config(
         tmp_path / "run",
         "grpo",
@@ -162,18 +181,19 @@ def test_a_fleet_run_that_names_a_task_crucible_does_not_have_fails_clearly(
         {"num_generations": 2, "batch_size": 2, "max_new_tokens": 16},
         environment={"mode": "agent", "episodes": "fleet", "max_steps": 2},
     )
-    code, events = train_in_process(tmp_path / "run")
-    assert code != 0 and events[-1]["status"] == "failed"
-    assert "task 'task_0001' in Crucible's tasks" in events[-1]["error"]
-    assert not RolloutBatch.objects.exists()
+    code, events = train_in_process(tmp_path / "run")  # by hand: no launcher to start the episodes
+    assert code != 0 and "needs Crucible's launcher" in events[-1]["error"]
 
 
-def test_an_episode_written_by_unknown_weights_or_too_stale_is_left_out_of_the_loss(tmp_path: Path) -> None:
+def test_an_episode_written_by_unknown_weights_or_too_stale_is_left_out_of_the_loss(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from transformers import AutoTokenizer
 
     from training.trainers.common import TrainerConfig
     from training.trainers.grpo_fleet import Fleet
 
+    monkeypatch.setenv("CRUCIBLE_FLEET_DIR", str(tmp_path / "fleet"))
     tiny = make_tiny_model(tmp_path / "tiny")
     config = TrainerConfig("grpo", tiny, tiny / "config.json", tmp_path / "out", max_staleness=1)
     fleet = Fleet(config, AutoTokenizer.from_pretrained(tiny))
@@ -195,24 +215,27 @@ def test_an_episode_written_by_unknown_weights_or_too_stale_is_left_out_of_the_l
     assert json.dumps(cut.logprobs) == "[-0.1, null]"
 
 
-def test_one_generation_ahead_starts_the_next_steps_episodes_before_it_waits(tmp_path: Path) -> None:
+def test_one_generation_ahead_starts_the_next_steps_episodes_before_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from training.trainers.common import TrainerConfig
     from training.trainers.grpo_fleet import Dispatch, Fleet
 
+    monkeypatch.setenv("CRUCIBLE_FLEET_DIR", str(tmp_path / "fleet"))
     tiny = make_tiny_model(tmp_path / "tiny")
     fleet = Fleet(TrainerConfig("grpo", tiny, tiny / "config.json", tmp_path / "out", max_staleness=1), None)
     calls: list[tuple[Any, ...]] = []
 
     def dispatch(task_ids: list[str], step: int, ahead: bool = False) -> Dispatch:
         calls.append(("dispatch", step, ahead, tuple(task_ids)))
-        return Dispatch({i: i for i in range(len(task_ids))}, task_ids, [step * 10 + ahead])
+        return Dispatch(step * 10 + ahead, task_ids)
 
     def collect(dispatch: Dispatch, step: int) -> list[Any]:
-        calls.append(("collect", dispatch.batches, step))
+        calls.append(("collect", dispatch.request, step))
         return []
 
     def cancel(dispatch: Dispatch) -> None:
-        calls.append(("cancel", dispatch.batches))
+        calls.append(("cancel", dispatch.request))
 
     fleet._dispatch = dispatch  # type: ignore[method-assign]
     fleet._sync = lambda model, step, learned_at: calls.append(("sync", step, learned_at))  # type: ignore[method-assign]
@@ -225,15 +248,15 @@ def test_one_generation_ahead_starts_the_next_steps_episodes_before_it_waits(tmp
         ("dispatch", 0, False, ("a", "a")),
         ("sync", 0, 1),
         ("dispatch", 0, True, ("a", "a")),
-        ("collect", [0], 0),
+        ("collect", 0, 0),
     ]
     calls.clear()
     fleet._ahead(None, ["b", "b"], 1, 3)  # learns from what ran while step 0 trained; starts step 2's
-    assert calls == [("sync", 1, 2), ("dispatch", 1, True, ("b", "b")), ("collect", [1], 1)]
+    assert calls == [("sync", 1, 2), ("dispatch", 1, True, ("b", "b")), ("collect", 1, 1)]
     calls.clear()
     fleet._ahead(None, ["c", "c"], 2, 3)  # the last step starts nothing for a step that will not come
-    assert calls == [("collect", [11], 2)] and fleet.pending is None
+    assert calls == [("collect", 11, 2)] and fleet.pending is None
     calls.clear()
-    fleet.pending = Dispatch({0: 0}, ["x"], [99])  # a generation of another size cannot stand in: cancelled
+    fleet.pending = Dispatch(99, ["x"])  # a generation of another size cannot stand in: cancelled
     fleet._ahead(None, ["d", "d"], 2, 3)
-    assert calls[0] == ("cancel", [99]) and ("dispatch", 2, False, ("d", "d")) in calls
+    assert calls[0] == ("cancel", 99) and ("dispatch", 2, False, ("d", "d")) in calls

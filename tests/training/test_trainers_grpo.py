@@ -144,3 +144,12 @@ def test_grpo_agent_mode_runs_episodes_through_the_environment(tiny: Path, tmp_p
     assert values["tool_call_validity"] == 0.0
     assert "tools_call_frequency" in values
     assert of(events, "checkpoint")
+
+
+def test_a_step_needs_as_many_prompts_as_its_groups_or_the_run_fails_clearly(tiny: Path, tmp_path: Path) -> None:
+    # One prompt, two groups a step: TRL's sampler would yield nothing and the run end at step 0, "succeeded".
+    data = write_jsonl(tmp_path / "prompts.jsonl", grpo_rows())
+    run_config(tmp_path / "run", "grpo", tiny, data, {"num_generations": 2, "batch_size": 4})
+    code, events = train_in_process(tmp_path / "run")
+    assert code != 0 and "each step needs 2 prompts" in events[-1]["error"]
+    assert not of(events, "checkpoint")

@@ -143,6 +143,17 @@ def prompts_within(tokenizer: Any, rows: list[dict[str, Any]], limit: int | None
     return kept
 
 
+def enough_prompts(count: int, config: TrainerConfig) -> None:
+    """A step compares batch_size / num_generations prompts' groups; with fewer rows TRL's sampler
+    yields no batch at all, and the run would end at step 0 as if it had succeeded."""
+    per_step = max(1, config.batch_size // config.num_generations)
+    if count < per_step:
+        raise TrainerError(
+            f"each step needs {per_step} prompts (rl.batch_size {config.batch_size} / rl.num_generations "
+            f"{config.num_generations}), and the data has {count}: lower rl.batch_size, or give more tasks"
+        )
+
+
 def clipped(reward: float, clip: float | None) -> float:
     """rl.reward_clip: the reward the groups compare, within [-clip, clip]."""
     return reward if clip is None else max(-clip, min(clip, reward))
@@ -194,6 +205,7 @@ def train(config: TrainerConfig) -> None:
         CrucibleEnv.scorer = scorer
         CrucibleEnv.command_timeout = float(config.environment.get("timeout_seconds", 60) or 60)
     kept = prompts_within(tokenizer, rows, config.max_prompt_length)
+    enough_prompts(len(kept), config)
     model = AutoModelForCausalLM.from_pretrained(str(config.base_model), dtype=torch_dtype(config), **quantized(config))
     shared = training_arguments(config)
     shared["include_num_input_tokens_seen"] = False  # GRPO counts its own tokens (num_tokens)

@@ -16,8 +16,9 @@ that cannot be learned from (failed, cancelled, unscored, written by unknown wei
 than the bound) gets no reward: TRL leaves it out of its group's baseline and the loss, and the
 run counts it. A generation with no episode to learn from stops the run with the reasons.
 
-The trainer process reaches the database for this (the launcher passes its settings on); the
-rest of the trainer stays plain Python.
+The trainer stays plain Python, with no database: it asks its launcher (training.launcher, which
+follows its output) with an `episodes` event, and the launcher starts the batches and writes the
+scored episodes to CRUCIBLE_FLEET_DIR/<request>.json (training.fleet_episodes), where this waits.
 """
 
 from __future__ import annotations
@@ -27,21 +28,17 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from training.trainers.common import TrainerConfig, TrainerError, log
+from sandbox.names import DEFAULT_BACKEND
+from training.trainers.common import TrainerConfig, TrainerError, emit, log
 from training.trainers.policy_server import PolicyServer, policy_version
+from trajectories.schema import MODEL_CALL
 
-POLL_S = 0.5
-QUEUED_NOTICE_S = 60.0  # how long episodes may wait unclaimed before the log says no worker took them
+POLL_S = 0.25
+FLEET_DIR_ENV = "CRUCIBLE_FLEET_DIR"  # set by the launcher: where its answers appear
 TASK_KEY = "task_id"  # the user message of a fleet prompt names its task (GRPO rows are per task)
-
-
-def setup_django() -> None:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-    import django
-
-    django.setup()
 
 
 def fleet_prompt(statement: str, task_id: str) -> list[dict[str, str]]:
@@ -76,18 +73,24 @@ class Sample:
 
 @dataclass
 class Dispatch:
-    """Episodes started on the fleet: trajectory pk -> position in the generation."""
+    """One request to the launcher: the generation's task per position."""
 
-    positions: dict[int, int]
+    request: int
     task_ids: list[str]
-    batches: list[int] = field(default_factory=list)
 
 
 class Fleet:
     """TRL's rollout_func for fleet episodes; the policy server starts with the first generation."""
 
     def __init__(self, config: TrainerConfig, tokenizer: Any) -> None:
-        setup_django()
+        given = os.environ.get(FLEET_DIR_ENV, "")
+        if not given:
+            raise TrainerError(
+                "environment.episodes fleet needs Crucible's launcher to start the episodes: "
+                "run it as a training run (/training/ or the API), not by hand"
+            )
+        self.fleet_dir = Path(given)
+        self.requests = 0
         self.config = config
         self.tokenizer = tokenizer
         self.server: PolicyServer | None = None
@@ -151,7 +154,7 @@ class Fleet:
         behind TRL's order, and the prompts of its last step are never sampled."""
         waiting = self.pending
         self.pending = None
-        if waiting is None or len(waiting.positions) != len(task_ids):
+        if waiting is None or len(waiting.task_ids) != len(task_ids):
             if waiting is not None:
                 self._cancel(waiting)
             self._sync(model, step, learned_at=step)
@@ -168,139 +171,91 @@ class Fleet:
             self.server.sync(model, step)
 
     def _dispatch(self, task_ids: list[str], step: int, ahead: bool = False) -> Dispatch:
-        """Start one episode per entry of `task_ids` on the fleet: a rollout batch per task."""
-        from trajectories.models import Trajectory
-
-        by_task: dict[str, list[int]] = {}
-        for index, task_id in enumerate(task_ids):
-            by_task.setdefault(task_id, []).append(index)
-        dispatch = Dispatch({}, task_ids)
-        for number, (task_id, where) in enumerate(by_task.items()):
-            batch = self._start(task_id, len(where), step, number, ahead)
-            dispatch.batches.append(batch.pk)
-            rows = Trajectory.objects.filter(batch=batch).order_by("sample_index").values_list("pk", flat=True)
-            dispatch.positions.update(zip(rows, where, strict=True))
-        self.dispatched += len(dispatch.positions)
-        return dispatch
+        """Ask the launcher for one episode per entry of `task_ids` (a rollout batch per task)."""
+        assert self.server is not None
+        counts = Counter(task_ids)
+        self.requests += 1
+        emit(
+            {
+                "event": "episodes",
+                "request": self.requests,
+                "step": step + self.config.step_offset,
+                "tasks": [[task_id, count] for task_id, count in counts.items()],
+                "settings": {
+                    "base_url": self.server.base_url,
+                    "model": self.server.name,
+                    "temperature": self.config.temperature,
+                    "max_steps": int(self.config.environment.get("max_steps", 30)),
+                    "max_new_tokens": self.config.max_new_tokens,
+                    "sandbox": self.config.sandbox_backend or DEFAULT_BACKEND,
+                    # Fresh samples each step and dispatch; the same ones for the same run and seed.
+                    "seed": (self.config.seed * 1_000_003 + (step + self.config.step_offset) * 2 + ahead) % (2**31),
+                },
+                "wait_s": self.wait_s,
+            },
+            every_rank=True,
+        )
+        self.dispatched += len(task_ids)
+        return Dispatch(self.requests, task_ids)
 
     def _collect(self, dispatch: Dispatch, step: int) -> list[Sample]:
-        """Wait for a dispatch's episodes and read them as samples learned from at `step`, in its order."""
-        pks = list(dispatch.positions)
-        self._wait(pks, step)
-        samples: list[Sample | None] = [None] * len(dispatch.task_ids)
-        for pk, sample in self._samples(pks, step).items():
-            samples[dispatch.positions[pk]] = sample
+        """Wait for the launcher's answer and read it as samples learned from at `step`, in the generation's order."""
+        answer = self._answer(dispatch)
+        if "error" in answer:
+            raise TrainerError(str(answer["error"]))
+        by_task: dict[str, list[Sample]] = {}
+        for entry in answer.get("episodes") or []:
+            sample = self._entry(entry, step)
+            by_task.setdefault(sample.task_id, []).append(sample)
+        samples = []
+        for task_id in dispatch.task_ids:
+            waiting = by_task.get(task_id) or []
+            sample = waiting.pop(0) if waiting else self._missing(task_id)
             if sample.dropped:
                 self.dropped[sample.dropped] += 1
-        assert all(s is not None for s in samples)
-        return [s for s in samples if s is not None]
+            samples.append(sample)
+        return samples
+
+    def _answer(self, dispatch: Dispatch) -> dict[str, Any]:
+        path = self.fleet_dir / f"{dispatch.request}.json"
+        deadline = time.monotonic() + self.wait_s + 300.0  # the launcher gives up first, and says so
+        while not path.exists():
+            if time.monotonic() > deadline:
+                raise TrainerError(f"the launcher did not answer fleet request {dispatch.request} in time")
+            time.sleep(POLL_S)
+        try:
+            answer = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TrainerError(f"fleet request {dispatch.request}: unreadable answer: {exc}") from None
+        path.unlink(missing_ok=True)
+        return answer if isinstance(answer, dict) else {"error": "the launcher's answer is not an object"}
 
     def _cancel(self, dispatch: Dispatch) -> None:
-        from trajectories.batches import cancel_batch
-        from trajectories.models import RolloutBatch
+        emit({"event": "episodes_cancel", "request": dispatch.request}, every_rank=True)
 
-        for batch in RolloutBatch.objects.filter(pk__in=dispatch.batches):
-            cancel_batch(batch)
-
-    def _start(self, task_id: str, samples: int, step: int, number: int, ahead: bool) -> Any:
-        from core.vocabulary import PolicyKind
-        from tasks.models import Task
-        from trajectories.batches import start_batch
-        from trajectories.rollout_settings import RolloutError, RolloutSettings
-
-        assert self.server is not None
-        task = Task.objects.select_related("suite").filter(task_id=task_id).order_by("-id").first()
-        if task is None:
-            raise TrainerError(f"fleet episodes need task {task_id!r} in Crucible's tasks; it is not there")
-        try:
-            settings = RolloutSettings(
-                PolicyKind.OPENAI,
-                self.server.name,
-                base_url=self.server.base_url,
-                samples=samples,
-                temperature=self.config.temperature,
-                max_steps=int(self.config.environment.get("max_steps", 30)),
-                max_new_tokens=self.config.max_new_tokens,
-                sandbox=self.config.sandbox_backend or _default_backend(),
-                # Fresh samples each step, group and dispatch; the same ones for the same run and seed.
-                seed=(self.config.seed * 1_000_003 + (step + self.config.step_offset) * 2018 + ahead * 1009 + number)
-                % (2**31),
-            )
-            return start_batch(task.suite, settings, task_ids=[task_id])
-        except RolloutError as exc:
-            raise TrainerError(f"fleet episodes cannot start: {exc}") from None
-
-    def _wait(self, pks: list[int], step: int) -> None:
-        from trajectories.batches import cancel_batch
-        from trajectories.models import RolloutBatch, Trajectory
-
-        started = time.monotonic()
-        noticed = False
-        pending = set(pks)
-        while pending:
-            rows = Trajectory.objects.filter(pk__in=pending).values_list("pk", "status", "scored_at")
-            queued = 0
-            for pk, status, scored_at in rows:
-                if status in (Trajectory.Status.FAILED, Trajectory.Status.CANCELLED) or scored_at is not None:
-                    pending.discard(pk)
-                queued += status == Trajectory.Status.QUEUED
-            waited = time.monotonic() - started
-            if queued == len(pks) and waited > QUEUED_NOTICE_S and not noticed:
-                log(f"grpo fleet: step {step}: {queued} episodes queued for {waited:.0f} s; is a rollouts worker up?")
-                noticed = True
-            if pending and waited > self.wait_s:
-                log(f"grpo fleet: step {step}: {len(pending)} episodes not done after {waited:.0f} s; cancelled")
-                for batch in RolloutBatch.objects.filter(trajectories__pk__in=pending).distinct():
-                    cancel_batch(batch)
-                return
-            if pending:
-                time.sleep(POLL_S)
-
-    def _samples(self, pks: list[int], step: int) -> dict[int, Sample]:
-        from tasks.models import Task
-        from trajectories.exports import iter_trajectory_lines
+    def _entry(self, entry: dict[str, Any], step: int) -> Sample:
         from trajectories.interchange.episodes import EpisodeError, episode
-        from trajectories.models import Trajectory
 
-        queryset = Trajectory.objects.filter(pk__in=pks)
-        meta = {str(t): (pk, status) for pk, t, status in queryset.values_list("pk", "trajectory_id", "status")}
-        statements: dict[str, str] = {}
-        found: dict[int, Sample] = {}
-        for line in iter_trajectory_lines(queryset):
-            record = json.loads(line)
-            pk, status = meta[record["trajectory_id"]]
-            task_id = record["task_id"]
-            if task_id not in statements:
-                statements[task_id] = (
-                    Task.objects.filter(task_id=task_id).values_list("statement", flat=True).first() or ""
-                )
-            empty = self._empty(record, task_id)
-            if status != Trajectory.Status.FINISHED:
-                empty.dropped = f"episode {status}"
-                found[pk] = empty
-                continue
-            try:
-                tokens = episode(self.tokenizer, record, statements[task_id])
-            except EpisodeError as exc:
-                empty.dropped = f"not tokenizable: {exc}"
-                found[pk] = empty
-                continue
-            found[pk] = self._sample(record, tokens, step)
-        for pk in pks:  # a row the export did not yield (it cannot, short of a deleted row)
-            if pk not in found:
-                found[pk] = Sample("", "", [self._eos], [self._eos], [0], [None], dropped="episode missing")
-        return found
+        record = entry["record"]
+        empty = Sample(record["trajectory_id"], record["task_id"], [self._eos], [self._eos], [0], [None])
+        if entry.get("status") != "finished":
+            empty.dropped = f"episode {entry.get('status')}"
+            return empty
+        try:
+            tokens = episode(self.tokenizer, record, str(entry.get("statement") or ""))
+        except EpisodeError as exc:
+            empty.dropped = f"not tokenizable: {exc}"
+            return empty
+        return self._sample(record, tokens, step)
+
+    def _missing(self, task_id: str) -> Sample:
+        return Sample("", task_id, [self._eos], [self._eos], [0], [None], dropped="episode missing")
 
     @property
     def _eos(self) -> int:
         return int(self.tokenizer.eos_token_id)
 
-    def _empty(self, record: dict[str, Any], task_id: str) -> Sample:
-        return Sample(record["trajectory_id"], task_id, [self._eos], [self._eos], [0], [None])
-
     def _sample(self, record: dict[str, Any], tokens: dict[str, Any], step: int) -> Sample:
-        from trajectories.schema import MODEL_CALL
-
         limit = self.config.max_new_tokens
         response, mask, logprobs = tokens["response_ids"], tokens["loss_mask"], tokens.get("logprobs")
         truncated = len(response) > limit  # the whole episode's budget, as in the trainer's own episodes
@@ -332,9 +287,3 @@ class Fleet:
         else:
             sample.reward = float(reward)
         return sample
-
-
-def _default_backend() -> str:
-    from sandbox.names import DEFAULT_BACKEND
-
-    return DEFAULT_BACKEND
