@@ -108,6 +108,9 @@ class Fleet:
             self.pending = None
         if self.server is not None:
             self.server.close()
+        if self.dispatched:
+            left_out = ", ".join(f"{n} {why}" for why, n in self.dropped.most_common()) or "none"
+            log(f"grpo fleet: {self.dispatched} episodes asked for; left out of the loss: {left_out}")
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         step = int(trainer.state.global_step)
