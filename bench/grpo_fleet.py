@@ -23,15 +23,14 @@ import itertools
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from bench.checks import check
+from bench.workers import cpu_ticks, fresh_database, start_workers, stop
 
 REPO = Path(__file__).resolve().parent.parent
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crucible_bench_grpo_fleet")
@@ -40,17 +39,6 @@ STEPS = int(os.environ.get("BENCH_GRPO_FLEET_STEPS", "4"))
 BATCH = int(os.environ.get("BENCH_GRPO_FLEET_BATCH", "4"))  # one group of 4 a step: the data is one task
 WORKERS = 2
 TARGET = 1.6
-
-
-def _fresh_database() -> None:
-    import psycopg
-
-    parts = urlsplit(DATABASE_URL)
-    name = parts.path.lstrip("/")
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _setup(tmp: Path) -> None:
@@ -65,7 +53,7 @@ def _setup(tmp: Path) -> None:
             "HF_HUB_OFFLINE": "1",
         }
     )
-    _fresh_database()
+    fresh_database(DATABASE_URL)
     import django
 
     django.setup()
@@ -79,45 +67,11 @@ def _setup(tmp: Path) -> None:
 
 def _workers(tmp: Path) -> list[subprocess.Popen[bytes]]:
     import redis
-    from celery import current_app
 
     client = redis.Redis.from_url(REDIS_URL)
     client.flushdb()
     client.close()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "webapp", "worker", "-Q", "rollouts,rewards", "--pool", "solo"]
-            + ["-n", f"grpo-fleet-{index}@%h", "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
-            cwd=REPO,
-            env={**os.environ, "CRUCIBLE_VAR_DIR": str(tmp / f"var-worker-{index}")},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for index in range(WORKERS)
-    ]
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        replies = current_app.control.ping(timeout=1.0) or []
-        if sum(1 for reply in replies for name in reply if name.startswith("grpo-fleet-")) >= WORKERS:
-            return procs
-    raise RuntimeError(f"{WORKERS} workers did not answer within 120 s")
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _cpu_ticks() -> tuple[int, int]:
-    """Busy and total CPU ticks of the whole machine (/proc/stat): every process, PostgreSQL and Redis included."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    return sum(fields[:8]) - idle, sum(fields[:8])
+    return start_workers(WORKERS, tmp, "rollouts,rewards", "grpo-fleet")
 
 
 class CpuSampler(threading.Thread):
@@ -130,7 +84,7 @@ class CpuSampler(threading.Thread):
 
     def run(self) -> None:
         while not self.done.is_set():
-            self.samples.append((time.monotonic(), *_cpu_ticks()))
+            self.samples.append((time.monotonic(), *cpu_ticks()))
             self.done.wait(0.5)
 
     def busy_cores(self, start: float, end: float) -> float:
@@ -208,7 +162,7 @@ def run() -> dict[str, Any]:
             fleet = _train(model, "fleet")
             ahead = _train(model, "fleet", max_staleness=1)
         finally:
-            _stop(procs)
+            stop(procs)
     ratio = ahead["episodes_per_minute"] / inside["episodes_per_minute"] if inside["episodes_per_minute"] else 0.0
     return {
         "cores": os.cpu_count(),

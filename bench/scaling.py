@@ -14,15 +14,13 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from bench.checks import check
+from bench.workers import cpu_ticks, fresh_database, start_workers, stop
 
 REPO = Path(__file__).resolve().parent.parent
 DATABASE_URL = os.environ.get("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/crucible_bench_scaling")
@@ -30,17 +28,6 @@ REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
 SAMPLES = int(os.environ.get("BENCH_SCALING_SAMPLES", "2"))
 WORKERS = tuple(int(n) for n in os.environ.get("BENCH_SCALING_WORKERS", "1,2,4").split(","))
 QUEUES = "rollouts,rewards"
-
-
-def _fresh_database() -> None:
-    import psycopg
-
-    parts = urlsplit(DATABASE_URL)
-    name = parts.path.lstrip("/")
-    admin = urlunsplit(parts._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
 
 
 def _setup(tmp: Path) -> None:
@@ -54,7 +41,7 @@ def _setup(tmp: Path) -> None:
             "CRUCIBLE_STORAGE_URL": str(tmp / "objects"),
         }
     )
-    _fresh_database()
+    fresh_database(DATABASE_URL)
     import django
 
     django.setup()
@@ -71,64 +58,6 @@ def _purge() -> None:
     client.close()
 
 
-def _start_workers(count: int, tmp: Path) -> list[subprocess.Popen[bytes]]:
-    procs = []
-    for index in range(count):
-        env = {**os.environ, "CRUCIBLE_VAR_DIR": str(tmp / f"var-worker-{count}-{index}")}
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "webapp",
-                    "worker",
-                    "-Q",
-                    QUEUES,
-                    "--pool",
-                    "solo",
-                    "-n",
-                    f"scaling-{count}-{index}@%h",
-                    "--without-gossip",
-                    "--without-mingle",
-                    "--loglevel",
-                    "WARNING",
-                ],
-                cwd=REPO,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        )
-    from celery import current_app
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        replies = current_app.control.ping(timeout=1.0) or []
-        if sum(1 for reply in replies for name in reply if name.startswith(f"scaling-{count}-")) >= count:
-            return procs
-    raise RuntimeError(f"{count} workers did not answer within 120 s")
-
-
-def _stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _cpu_ticks() -> tuple[int, int]:
-    """Busy and total CPU ticks of the whole machine (/proc/stat): every process, PostgreSQL and Redis included."""
-    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    total = sum(fields[:8])  # guest time is already counted in user
-    return total - idle, total
-
-
 def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
     from tasks.models import TaskSuite
     from trajectories.batches import start_batch
@@ -136,10 +65,10 @@ def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
     from trajectories.rollout_settings import RolloutSettings
 
     _purge()
-    procs = _start_workers(workers, tmp)
+    procs = start_workers(workers, tmp, QUEUES, f"scaling-{workers}")
     try:
         started = time.monotonic()
-        busy_before, total_before = _cpu_ticks()
+        busy_before, total_before = cpu_ticks()
         batch = start_batch(
             TaskSuite.objects.get(name="scaling"), RolloutSettings("scripted", samples=SAMPLES, max_steps=30)
         )
@@ -152,9 +81,9 @@ def _one_run(workers: int, tmp: Path) -> dict[str, Any]:
                 break
             time.sleep(0.5)
         wall = time.monotonic() - started
-        busy_after, total_after = _cpu_ticks()
+        busy_after, total_after = cpu_ticks()
     finally:
-        _stop(procs)
+        stop(procs)
     cores = os.cpu_count() or 1
     # How many of the machine's cores the batch kept busy on average: with one worker already
     # near `cores`, more workers have nothing left to run on.
