@@ -6,16 +6,22 @@ fresh copy of the base in a fresh sandbox, the hidden tests are copied in last, 
 (`go.mod`, `package.json`, the lock) are put back as the base has them, and the listed tests run
 with `run_go_tests` / `run_js_tests`. The reward is `rewards.scoring`'s: a run it cannot believe
 earns nothing, a broken PASS_TO_PASS test the spec's `p2p_break`, every FAIL_TO_PASS test passing
-1. What the pytest reward adds (sentinels, twins, the second run with changed expected values,
-held-out calls, the static scan) is pytest's and Python's: not applied here, and the breakdown
-says so.
+1. The changed Go or JavaScript files are read for what a patch to such a task may not do to its
+run (rewards.anticheat.lang_scan: forged framing, the framework's globals replaced, always-equal
+methods, code that reads the tests, runner configuration), and those flags meet the spec's
+policies as the Python scan's do. What the pytest reward adds besides (sentinels, twins, the
+second run with changed expected values, held-out calls) is pytest's: not applied here, and the
+breakdown says so.
 """
 
 from __future__ import annotations
 
+from pathlib import PurePosixPath
+
 from core.vocabulary import Detector, Termination
 from rewards.anticheat import Flag
 from rewards.anticheat.flags import listed
+from rewards.anticheat.lang_scan import scan_lang_sources, scan_runner_config
 from rewards.scoring import Score, _dedupe, _missing, _reward, admit_patch, apply_admitted
 from rewards.spec import RewardSpec
 from rewards.workspaces import touched_files
@@ -32,7 +38,7 @@ from tasks.lang_tests import (
 )
 from tasks.spec import TaskSpec, copy_hidden_tests
 
-NOT_APPLIED = "sentinels, twins, changed expected values, held-out calls and the static scan are pytest's"
+NOT_APPLIED = "sentinels, twins, changed expected values and held-out calls are pytest's"
 
 
 def score_lang_patch(
@@ -49,6 +55,11 @@ def score_lang_patch(
     with Sandbox(task.base_dir, backend, limits=run_limits) as box:
         check_backend(box.backend)  # only bwrap runs them: a host's setting, never the patch's doing
         apply_admitted(box, admission, flags, breakdown)
+        # Read as the patch left them: the runner files are put back from the base below.
+        changed = [p.path for p in admission.kept if p.new_path]
+        flags += scan_lang_sources(box.workspace, task.base_dir, changed, task.language, task.tests_dest)
+        every = [*admission.kept, *admission.new_tests, *(p for p, _ in admission.protected)]
+        flags += scan_runner_config(every, box.workspace, task.base_dir, task.language, _hidden_paths(task))
         copy_hidden_tests(box, task)
         restored = restore_runner_files(box.workspace, task.base_dir, task.language)
         before = hidden_digests(box.workspace, task)
@@ -67,3 +78,10 @@ def score_lang_patch(
             Flag(Detector.HIDDEN_TESTS_MISSING, f"hidden test files deleted or changed during the run: {shown}")
         )
     return _reward(task, spec, report, _dedupe(flags), breakdown, termination)
+
+
+def _hidden_paths(task: TaskSpec) -> list[str]:
+    """Where the hidden test files go in the workspace."""
+    dest = PurePosixPath(task.tests_dest)
+    found = (p for p in task.tests_dir.rglob("*") if p.is_file())
+    return [(dest / p.relative_to(task.tests_dir).as_posix()).as_posix() for p in found]
