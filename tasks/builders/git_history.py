@@ -3,7 +3,11 @@
 Base = the commit's parent; expected patch = its non-test diff; hidden tests = its test
 files as the commit left them; statement = the commit message, or the issue it names.
 
-A test file is one in a test folder (tests/, test/, testing/), a test module by name
+A Go or JavaScript/TypeScript repository (tasks.builders.lang_history.repo_language) has its
+candidates, judging and language chosen by tasks.builders.lang_history; its tasks carry
+`"language"` in their metadata and are validated by that language's runner (tasks.lang_tests).
+
+In a Python repository, a test file is one in a test folder (tests/, test/, testing/), a test module by name
 (test_*.py, *_test.py, or the `python_files` of the repository's pytest settings under its
 `testpaths`) or a conftest.py. In a test folder that includes the data the tests read (tomli's
 TOML files, sqlparse's SQL files): a commit whose test change is such a file is a candidate,
@@ -25,7 +29,7 @@ from typing import Any
 from core.vocabulary import TaskSource
 from patches import is_test_path, pysource
 from sandbox.pytest_settings import read_settings
-from tasks.builders import statements
+from tasks.builders import lang_history, statements
 from tasks.builders.common import (
     DEFAULT_TEST_COMMAND,
     BuildError,
@@ -35,6 +39,7 @@ from tasks.builders.common import (
     task_slug,
     write_task_dir,
 )
+from tasks.lang_tests import PYTHON
 
 ISSUE_REF = re.compile(r"#(\d+)")
 
@@ -50,6 +55,12 @@ class SkipReason(StrEnum):
     HOUSEKEEPING = "a release, version bump or merge of branches"
     NO_BEHAVIOUR_CHANGE = "no behavioural code change (formatting, comments, version strings)"
     TOOLING_ONLY = "its code change is only docs, CI or packaging scripts"
+    # What a Go or JavaScript base's runner cannot run (tasks.builders.lang_history.refusal).
+    NO_GO_MODULE = lang_history.NO_GO_MODULE
+    NEWER_GO = lang_history.NEWER_GO
+    GO_NOT_VENDORED = lang_history.GO_NOT_VENDORED
+    NO_NPM_LOCK = lang_history.NO_NPM_LOCK
+    JS_RUNNER_UNSUPPORTED = lang_history.JS_RUNNER_UNSUPPORTED
 
 
 # A subject that names a release or a version bump: its code change is the version, not a fix.
@@ -108,6 +119,7 @@ class Candidate:
     test_files: tuple[str, ...]
     changed_lines: int
     files: int = 0
+    language: str = PYTHON  # the repository's (lang_history.repo_language): how it is judged and run
 
 
 @dataclass(frozen=True)
@@ -138,7 +150,9 @@ def candidates(repo: Path, selection: Selection = Selection(), layout: TestLayou
     """
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise BuildError(f"{repo}: not a git repository")
-    layout = layout or TestLayout.of(repo)
+    language = lang_history.repo_language(repo)
+    if language == PYTHON:
+        layout = layout or TestLayout.of(repo)
     # --no-renames: a rename is a deletion and an addition, never "a/x.py => b/x.py", which is
     # no path at all (the test file it names cannot be read, the code diff comes out empty).
     log = git(
@@ -163,10 +177,19 @@ def candidates(repo: Path, selection: Selection = Selection(), layout: TestLayou
             files.append(path)
             lines += int(added) if added.isdigit() else 0
             lines += int(removed) if removed.isdigit() else 0
-        tests = tuple(f for f in files if layout.is_test(f))
-        code = tuple(f for f in files if f not in tests and f.endswith(".py"))
-        if code and any(not NOT_A_TEST_CHANGE.match(PurePosixPath(f).name) for f in tests):
-            found.append(Candidate(parts[0], parts[1], subject.strip(), body.strip(), code, tests, lines, len(files)))
+        if language != PYTHON:
+            tests = tuple(f for f in files if lang_history.is_test(language, f))
+            code = tuple(f for f in files if lang_history.is_code(language, f))
+            changes_tests = any(lang_history.is_test_module(language, f) for f in tests)
+        else:
+            assert layout is not None
+            tests = tuple(f for f in files if layout.is_test(f))
+            code = tuple(f for f in files if f not in tests and f.endswith(".py"))
+            changes_tests = any(not NOT_A_TEST_CHANGE.match(PurePosixPath(f).name) for f in tests)
+        if code and changes_tests:
+            found.append(
+                Candidate(parts[0], parts[1], subject.strip(), body.strip(), code, tests, lines, len(files), language)
+            )
     return found
 
 
@@ -188,6 +211,10 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
         return SkipReason.DELETES_TESTS, ", ".join(candidate.test_files[:3])
     if not _present(repo, candidate.commit, candidate.code_files):
         return SkipReason.NO_CODE_CHANGE, "the commit only deletes code files"
+    if candidate.language != PYTHON:
+        # The base is what validation runs both ways (the commit's own tree differs only by the change).
+        refused = lang_history.refusal(repo, candidate.parent, candidate.language)
+        return None if refused is None else (SkipReason(refused.reason), refused.detail)
     for path in (*present, *_present(repo, candidate.commit, candidate.code_files)):
         if not path.endswith(".py"):
             continue  # a test's data: nothing to compile
@@ -301,14 +328,18 @@ def build_task(
         "test_command": test_command,
         "tags": ["git_history"],
         **({"license": license_id} if license_id else {}),
+        **({"language": candidate.language} if candidate.language != PYTHON else {}),
     }
+    dest = common_dir(list(hidden))
+    if candidate.language != PYTHON:
+        dest = lang_history.tests_dest(candidate.language, dest)
     return write_task_dir(
         out,
         task_id,
         statement_for(candidate, issues, test_diff, patch),
         snapshot,
         hidden,
-        common_dir(list(hidden)),
+        dest,
         patch,
         metadata,
     )

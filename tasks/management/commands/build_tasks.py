@@ -11,11 +11,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
-from tasks.builders import error_log, git_history
+from tasks.builders import error_log, git_history, lang_history
 from tasks.builders.common import BuildError, git, repo_name
 from tasks.builders.environment import parse_variables
 from tasks.builders.report import BuildReport
 from tasks.gate import MIN_PASS_SHARE, GateReport, run_gate
+from tasks.lang_tests import PYTHON
 from tasks.management.commands._building import (
     add_common_arguments,
     attach_environments,
@@ -135,17 +136,23 @@ class Command(BaseCommand):
             self.stderr.write(skipped.text())
             return
         self.stderr.write("repository gate: running the suite once at the newest commit...")
-        gate = run_gate(
-            repo,
-            git(repo, "rev-parse", "HEAD").decode().strip(),
-            backend=settings.CRUCIBLE_SANDBOX_BACKEND,
-            test_command=options["test_command"],
-            pytest=options["pytest"],
-            variables=parse_variables(options["test_env"]),
-            use_environment=options["env"] != "none",
-            repo_name=name,
-            min_pass_share=options["min_gate_pass"],
-        )
+        language = lang_history.repo_language(repo)
+        if language != PYTHON:
+            gate = lang_history.run_lang_gate(
+                repo, language, settings.CRUCIBLE_SANDBOX_BACKEND, options["min_gate_pass"]
+            )
+        else:
+            gate = run_gate(
+                repo,
+                git(repo, "rev-parse", "HEAD").decode().strip(),
+                backend=settings.CRUCIBLE_SANDBOX_BACKEND,
+                test_command=options["test_command"],
+                pytest=options["pytest"],
+                variables=parse_variables(options["test_env"]),
+                use_environment=options["env"] != "none",
+                repo_name=name,
+                min_pass_share=options["min_gate_pass"],
+            )
         report.gate = gate.to_json()
         self.stderr.write(gate.text())
         if not gate.passed:

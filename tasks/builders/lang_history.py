@@ -1,0 +1,274 @@
+"""Tasks from the git history of Go and JavaScript/TypeScript repositories.
+
+`tasks.builders.git_history` stays the one history builder: it asks `repo_language` once per
+repository and, for a Go or JavaScript one, classifies files, judges candidates and gates the
+repository with the functions here. The task it writes is the Python one's (base = the parent,
+expected patch = the code diff, hidden tests = the commit's test files) with `"language"` in its
+metadata, so validation and scoring run it through `tasks.lang_tests`.
+
+What decides the language, at the repository's newest commit: a `go.mod` at the root is Go; a
+`package.json` at the root that names a test runner (a dependency, or a word of its `test`
+script) is JavaScript; anything else is Python, as before.
+
+A test file is one by the language's naming: Go's `*_test.go` (and the `testdata/` folders the
+tests read), JavaScript's `*.test.*` / `*.spec.*` and anything in a `__tests__/` folder. A
+candidate changes a test file by that naming and a source file that is not one.
+
+The runner's view of the base decides the rest, each case counted by its reason, never dropped:
+a Go base without `go.mod` (GOPATH era), whose `go` directive asks for a newer Go than the
+toolchain's, or that requires modules it does not vendor (no proxy is reachable); a JavaScript
+base without `package-lock.json`, or whose runner has no sandboxed runner here (only Vitest).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+from sandbox.backends.base import Backend, SandboxError
+from sandbox.core import make_backend
+from sandbox.go_run import find_toolchain, run_go_tests
+from sandbox.js_run import run_js_tests
+from sandbox.limits import Limits
+from sandbox.node_env import NodeEnvError
+from tasks.builders.common import BuildError, export_tree, git
+from tasks.lang_tests import GO, JAVASCRIPT, PYTHON
+
+if TYPE_CHECKING:
+    from tasks.gate import GateReport
+
+JS_SOURCE = (".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", ".mts", ".cts")
+_JS_TEST_NAME = re.compile(r"\.(test|spec)\.[A-Za-z0-9]+$")
+# The runners a package.json can name, most specific first: the first found is the project's.
+JS_RUNNERS = ("vitest", "jest", "mocha", "ava", "jasmine", "tap", "uvu")
+# The runners sandbox.js_run can run; a base with another is skipped with its runner named.
+SUPPORTED_JS_RUNNERS = frozenset({"vitest"})
+_GO_DIRECTIVE = re.compile(r"^go\s+(\d+)\.(\d+)", re.MULTILINE)
+_GO_REQUIRE = re.compile(r"^require\s*(\(|[^\s(])", re.MULTILINE)
+MAX_MANIFEST_BYTES = 1024 * 1024
+# Vitest at the gate runs every test file of the project in one process: tough-cookie's 24 files
+# abort at the 4096 MiB of address space a task's run gets (docs/languages.md).
+GATE_JS_MEMORY_MB = 16384
+# How far back the gate looks for a commit the runner can run (toml's newest need Go 1.21).
+GATE_LOOKBACK = 200
+
+
+@dataclass(frozen=True)
+class RunnerRefusal:
+    """Why the runner cannot run a commit's tests at all: a skip reason (git_history.SkipReason's
+    text) and what exactly (the version, the runner)."""
+
+    reason: str
+    detail: str
+
+
+# The reasons, as git_history.SkipReason spells them (that enum holds them; these are its values).
+NO_GO_MODULE = "no go.mod at the base (a GOPATH-era commit)"
+NEWER_GO = "go.mod asks for a newer Go than the toolchain's"
+GO_NOT_VENDORED = "go.mod requires modules that are not vendored (no module proxy here)"
+NO_NPM_LOCK = "no package-lock.json at the base"
+JS_RUNNER_UNSUPPORTED = "its JavaScript test runner has no sandboxed runner yet"
+
+
+def repo_language(repo: Path, commit: str = "HEAD") -> str:
+    """The language of `repo`'s tests, read from its files at `commit` (python when neither Go nor JS)."""
+    names = _root_names(repo, commit)
+    if "go.mod" in names:
+        return GO
+    if "package.json" in names and js_runner(_show(repo, commit, "package.json")):
+        return JAVASCRIPT
+    return PYTHON
+
+
+def js_runner(package_json: bytes) -> str:
+    """The test runner a package.json names: a dependency first, else a word of its `test` script."""
+    try:
+        data = json.loads(package_json[:MAX_MANIFEST_BYTES])
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    if not isinstance(data, dict):
+        return ""
+    names: set[str] = set()
+    for key in ("devDependencies", "dependencies"):
+        if isinstance(data.get(key), dict):
+            names |= set(data[key])
+    found = next((runner for runner in JS_RUNNERS if runner in names), "")
+    if found:
+        return found
+    scripts = data.get("scripts")
+    script = scripts.get("test") if isinstance(scripts, dict) else None
+    words = set(re.findall(r"[\w-]+", script)) if isinstance(script, str) else set()
+    return next((runner for runner in JS_RUNNERS if runner in words), "")
+
+
+def is_test(language: str, path: str) -> bool:
+    """A test file (or the data its tests read) by the language's naming."""
+    pure = PurePosixPath(path)
+    if language == GO:
+        return pure.name.endswith("_test.go") or "testdata" in pure.parts[:-1]
+    return "__tests__" in pure.parts[:-1] or bool(_JS_TEST_NAME.search(pure.name))
+
+
+def is_test_module(language: str, path: str) -> bool:
+    """A file the runner runs as tests: what a candidate must change (data alone is not enough)."""
+    pure = PurePosixPath(path)
+    if language == GO:
+        return pure.name.endswith("_test.go") and "testdata" not in pure.parts[:-1]
+    return is_test(language, path)
+
+
+def is_code(language: str, path: str) -> bool:
+    """A source file that is not a test: what the expected patch is made of."""
+    if is_test(language, path):
+        return False
+    return path.endswith(".go") if language == GO else path.endswith(JS_SOURCE)
+
+
+def toolchain_version() -> tuple[int, int]:
+    """The Go toolchain's (major, minor), as validation will run it ((0, 0) when there is none)."""
+    try:
+        found = re.match(r"go(\d+)\.(\d+)", find_toolchain().version)
+    except SandboxError:
+        return (0, 0)
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+def go_directive(go_mod: str) -> tuple[int, int] | None:
+    found = _GO_DIRECTIVE.search(go_mod)
+    return (int(found[1]), int(found[2])) if found else None
+
+
+def refusal(repo: Path, commit: str, language: str) -> RunnerRefusal | None:
+    """Why the language's runner cannot run the tests of `commit`'s tree (None when it can)."""
+    names = _root_names(repo, commit)
+    if language == GO:
+        if "go.mod" not in names:
+            return RunnerRefusal(NO_GO_MODULE, commit[:10])
+        go_mod = _show(repo, commit, "go.mod")[:MAX_MANIFEST_BYTES].decode("utf-8", "replace")
+        wanted, have = go_directive(go_mod), toolchain_version()
+        if wanted is not None and wanted > have:
+            return RunnerRefusal(NEWER_GO, f"go {wanted[0]}.{wanted[1]} > the toolchain's {have[0]}.{have[1]}")
+        if _GO_REQUIRE.search(go_mod) and not _exists(repo, commit, "vendor/modules.txt"):
+            return RunnerRefusal(GO_NOT_VENDORED, "go.mod has a require and no vendor/modules.txt")
+        return None
+    if "package-lock.json" not in names:
+        others = sorted(names & {"pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"})
+        return RunnerRefusal(NO_NPM_LOCK, f"lock files: {', '.join(others) or 'none'}")
+    runner = js_runner(_show(repo, commit, "package.json")) if "package.json" in names else ""
+    if runner not in SUPPORTED_JS_RUNNERS:
+        version = _locked_version(_show(repo, commit, "package-lock.json"), runner) if runner else ""
+        return RunnerRefusal(JS_RUNNER_UNSUPPORTED, f"{runner or 'no runner'} {version}".strip())
+    return None
+
+
+def tests_dest(language: str, common: str) -> str:
+    """Where a task's hidden tests go: the Go packages' common folder (admission counts only
+    `*_test.go` and `testdata/` there as tests); the repository root for JavaScript, whose tests
+    sit beside the code, so that no source file counts as a test for being under `tests_dest`."""
+    return common if language == GO else "."
+
+
+def gate_commit(repo: Path, language: str, lookback: int = GATE_LOOKBACK) -> tuple[str, RunnerRefusal | None]:
+    """The newest first-parent commit the runner can run, and, when there is none, why the newest cannot."""
+    listed = git(repo, "rev-list", "--first-parent", f"--max-count={lookback}", "HEAD").decode().split()
+    first: RunnerRefusal | None = None
+    for commit in listed:
+        why = refusal(repo, commit, language)
+        if why is None:
+            return commit, None
+        first = first or why
+    return (listed[0] if listed else "HEAD"), first
+
+
+def all_test_ids(workspace: Path, language: str) -> list[str]:
+    """Every test of the tree as the runner's ids: each Go package with tests, each JavaScript test file."""
+    found = []
+    for path in _walk(workspace):
+        rel = path.relative_to(workspace).as_posix()
+        if language == GO and path.name.endswith("_test.go"):
+            found.append(str(PurePosixPath(rel).parent))
+        elif language == JAVASCRIPT and _JS_TEST_NAME.search(path.name):
+            found.append(rel)
+    if language != GO:
+        return sorted(found)
+    module = _module_name(workspace)
+    return sorted({module if p == "." else f"{module}/{p}" for p in found})
+
+
+def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_share: float) -> GateReport:
+    """The repository gate for a Go or JavaScript repository: every test at the newest commit the
+    runner can run, judged as the Python gate judges pytest's (tasks.gate.judge)."""
+    # tasks.gate reaches Django's models (the environments): the builders' candidates need none.
+    from tasks.gate import GATE_TIMEOUT_S, GateReport, judge
+
+    started = time.monotonic()
+    backend = make_backend(backend) if isinstance(backend, str) else backend
+    commit, why = gate_commit(repo, language)
+    if why is not None:
+        return GateReport(False, commit, f"{why.reason}: {why.detail}", seconds=round(time.monotonic() - started, 1))
+    with tempfile.TemporaryDirectory(prefix="crucible-gate-") as tmp:
+        snapshot = Path(tmp) / "repo"
+        export_tree(repo, commit, snapshot)
+        ids = all_test_ids(snapshot, language)
+        if not ids:
+            return GateReport(False, commit, "no test file was found")
+        try:
+            if language == GO:
+                report = run_go_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend)
+            else:
+                limits = Limits(memory_mb=GATE_JS_MEMORY_MB)
+                report = run_js_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend, limits=limits)
+        except (SandboxError, NodeEnvError) as exc:
+            return GateReport(False, commit, f"the suite could not be run: {str(exc)[:500]}")
+    gate = judge(report, commit, min_pass_share)
+    gate.environment = "go toolchain" if language == GO else "npm ci of the lock"
+    gate.seconds = round(time.monotonic() - started, 1)
+    return gate
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    """The tree's files as `go test ./...` and Vitest look for tests: no `vendor`, `node_modules`,
+    `testdata`, hidden or `_`-led folders, nor a nested Go module."""
+    for child in sorted(root.iterdir()):
+        if child.is_symlink():
+            continue
+        if child.is_dir():
+            skipped = child.name in ("vendor", "node_modules", "testdata") or child.name[:1] in "._"
+            if not skipped and not (child / "go.mod").exists():
+                yield from _walk(child)
+        elif child.is_file():
+            yield child
+
+
+def _module_name(workspace: Path) -> str:
+    found = re.search(r"^module\s+\"?([^\s\"]+)", (workspace / "go.mod").read_text(errors="replace"), re.MULTILINE)
+    if not found:
+        raise BuildError("go.mod has no module directive")
+    return found[1]
+
+
+def _locked_version(lock: bytes, package: str) -> str:
+    try:
+        data = json.loads(lock)
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    entry = data.get("packages", {}).get(f"node_modules/{package}") if isinstance(data, dict) else None
+    return str(entry.get("version", ""))[:40] if isinstance(entry, dict) else ""
+
+
+def _root_names(repo: Path, commit: str) -> set[str]:
+    return set(git(repo, "ls-tree", "--name-only", "-z", commit).decode("utf-8", "replace").split("\0")) - {""}
+
+
+def _exists(repo: Path, commit: str, path: str) -> bool:
+    return bool(git(repo, "ls-tree", "--name-only", commit, "--", path).strip())
+
+
+def _show(repo: Path, commit: str, path: str) -> bytes:
+    return git(repo, "show", f"{commit}:{path}")
