@@ -1,4 +1,4 @@
-"""A JavaScript or TypeScript repository's Vitest tests, run in the sandbox offline and hermetically.
+"""A JavaScript or TypeScript repository's Vitest or Jest tests, run in the sandbox offline and hermetically.
 
 The harness writes the Vitest configuration (a plain ES module, no imports) into a directory
 mounted read-only outside the workspace and names it with `--config`: the repository's own
@@ -6,6 +6,11 @@ vitest.config.* and vite.config.* are never loaded, so they choose neither the r
 output files, nor which files and tests run. `--configLoader native` imports it as it is (Vite's
 default loader would bundle it into a file beside it, in a read-only directory). The JUnit and JSON
 reports go to FIFOs (sandbox.report_fifo) and are read with sandbox.outcomes_js.
+
+Jest is run the same way: a JSON configuration of the harness's, named with `--config`, so the
+repository's jest.config.* and package.json "jest" key are never read; jest-junit is always the
+harness's own lock-pinned copy (JEST_JUNIT_LOCK), set up entirely through its environment
+variables, which come before anything a package.json "jest-junit" key says.
 
 Dependencies come from the lock file, installed on the host (sandbox.node_env) and mounted
 read-only as the workspace's node_modules. A node_modules directory anywhere else in the workspace
@@ -17,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
@@ -25,11 +31,36 @@ from sandbox.junit import ReportError
 from sandbox.lang_run import RunDirs, RunPlan, checked_ids, lang_report, run_plan
 from sandbox.limits import Limits
 from sandbox.node_env import NODE, ensure_node_modules
-from sandbox.outcomes_js import SEPARATOR, JsRunner, parse_js
+from sandbox.outcomes_js import JEST_ENV, SEPARATOR, JsRunner, parse_js
 from sandbox.results import TestReport
 
 JUNIT, SUMMARY, CONFIG = "junit.xml", "summary.json", "vitest.config.mjs"
-VITEST_ENTRY = f"{WORKSPACE_MOUNT}/node_modules/vitest/vitest.mjs"
+JEST_CONFIG = "jest.config.json"
+MODULES = f"{WORKSPACE_MOUNT}/node_modules"
+VITEST_ENTRY = f"{MODULES}/vitest/vitest.mjs"
+JEST_ENTRY = f"{MODULES}/jest/bin/jest.js"
+# The one jest-junit every Jest run reports with (the version the reader's fixtures come from), from
+# the harness's own lock, installed once per host like a repository's: a repository's jest-junit,
+# if it has one, is never loaded, so neither its version nor its settings shape the XML.
+JEST_JUNIT_LOCK = Path(__file__).resolve().parent / "js_harness" / "jest-junit"
+JEST_WORKERS = 2
+# Every option jest-junit reads from its environment, pinned: the environment comes before its
+# options in a package.json "jest-junit" key, which would otherwise choose the file, the ids' shape
+# and modules to require. "." is the empty file prefix (path.join drops it).
+JEST_JUNIT_ENV = {
+    **JEST_ENV,
+    "JEST_SUITE_NAME": "jest tests",
+    "JEST_JUNIT_UNIQUE_OUTPUT_NAME": "false",
+    "JEST_JUNIT_SUITE_NAME": "{title}",
+    "JEST_JUNIT_FILE_PATH_PREFIX": ".",
+    "JEST_JUNIT_INCLUDE_CONSOLE_OUTPUT": "false",
+    "JEST_JUNIT_INCLUDE_SHORT_CONSOLE_OUTPUT": "false",
+    "JEST_JUNIT_NO_STACK_TRACE": "false",
+    "JEST_USE_PATH_FOR_SUITE_NAME": "false",
+    "JEST_JUNIT_TEST_CASE_PROPERTIES_JSON_FILE": "junitTestCaseProperties.js",
+    "JEST_JUNIT_TEST_SUITE_PROPERTIES_JSON_FILE": "junitProperties.js",
+}
+_TYPESCRIPT = re.compile(r"\.[cm]?tsx?$")
 MAX_SCANNED = 20_000
 # Node, Vite and Rolldown's native code take over 2 GiB of address space (RLIMIT_AS) between them:
 # at 2 GiB Vite's lexer cannot instantiate its Wasm. Real memory is still the cgroup's to bound.
@@ -114,6 +145,50 @@ def vitest_config(files: Sequence[str], pattern: str | None, dirs: RunDirs) -> s
     )
 
 
+def jest_config(files: Sequence[str], pattern: str | None, modules: Path, junit: str) -> str:
+    """The harness's Jest configuration (JSON): which files and tests, and how they are transformed.
+
+    The transform is the harness's too: babel-jest with no babel configuration file of the
+    repository's (babel.config.*, .babelrc, a package.json "babel" key run code and can rewrite the
+    tests), only @babel/preset-env when the lock has it; TypeScript through ts-jest when the lock has it.
+    """
+    babel: dict[str, object] = {"configFile": False, "babelrc": False, "presets": []}
+    if (modules / "@babel" / "preset-env").is_dir():
+        babel["presets"] = [
+            [f"{MODULES}/@babel/preset-env", {"targets": {"node": "current"}, "ignoreBrowserslistConfig": True}]
+        ]
+    transform: dict[str, object] = {}
+    if (modules / "babel-jest").is_dir():
+        transform[r"\.[cm]?jsx?$"] = [f"{MODULES}/babel-jest", babel]
+    if any(_TYPESCRIPT.search(f) for f in files):
+        if not (modules / "ts-jest").is_dir():
+            raise SandboxError("a TypeScript test file runs under Jest only through ts-jest, which the lock file lacks")
+        transform[r"\.[cm]?tsx?$"] = [f"{MODULES}/ts-jest", {}]
+    config = {
+        "rootDir": WORKSPACE_MOUNT,
+        "roots": [WORKSPACE_MOUNT],
+        "testRegex": ["^" + re.escape(f"{WORKSPACE_MOUNT}/{f}") + "$" for f in files],
+        "testNamePattern": pattern,
+        "reporters": ["default", junit],
+        "transform": transform,
+        "setupFiles": [],
+        "setupFilesAfterEnv": [],
+        "globalSetup": None,
+        "globalTeardown": None,
+        "snapshotSerializers": [],
+        "moduleNameMapper": {},
+        "testEnvironment": "node",
+        "cacheDirectory": "/tmp/jest",  # noqa: S108 - the sandbox's own /tmp, fresh each run
+        "watchman": False,
+        "collectCoverage": False,
+        "ci": True,
+        "maxWorkers": JEST_WORKERS,
+    }
+    if pattern is None:
+        del config["testNamePattern"]
+    return json.dumps(config, indent=2) + "\n"
+
+
 def refuse_planted_modules(workspace: Path) -> None:
     """No node_modules of the workspace's own, at its top or below: imports would resolve there first."""
     scanned = 0
@@ -151,6 +226,34 @@ def vitest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tupl
     return RunPlan(argv, env, (JUNIT, SUMMARY), (JUNIT,), harness, binds), dirs
 
 
+def jest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tuple[RunPlan, RunDirs]:
+    refuse_planted_modules(workspace)
+    if not (modules / "jest" / "bin" / "jest.js").is_file():
+        raise SandboxError("jest is not among the lock file's packages")
+    reporter_modules = ensure_node_modules(JEST_JUNIT_LOCK)
+    files, pattern = selection(workspace, test_ids)
+    dirs = RunDirs.fresh()
+    reporter = f"/run/{secrets.token_hex(16)}/node_modules"
+    config = f"{dirs.harness}/{JEST_CONFIG}"
+    argv = [NODE, JEST_ENTRY, "--config", config, "--json", "--outputFile", dirs.report(SUMMARY), "--forceExit"]
+    env = {
+        "NODE_OPTIONS": "--disable-wasm-trap-handler",
+        "CI": "true",
+        "NO_COLOR": "1",
+        "FORCE_COLOR": "0",
+        "TZ": "UTC",
+        **JEST_JUNIT_ENV,
+        "JEST_JUNIT_OUTPUT_FILE": dirs.report(JUNIT),
+        # Not the workspace: jest-junit requires these files, when they exist, into the reporter.
+        "JEST_JUNIT_TEST_CASE_PROPERTIES_DIR": dirs.harness,
+        "JEST_JUNIT_TEST_SUITE_PROPERTIES_DIR": dirs.harness,
+    }
+    binds = [(modules, MODULES), (reporter_modules, reporter)]
+    harness = {JEST_CONFIG: jest_config(files, pattern, modules, f"{reporter}/jest-junit")}
+    # Jest and jest-junit only write their reports: both FIFOs are write-only to the sandbox.
+    return RunPlan(argv, env, (JUNIT, SUMMARY), (), harness, binds), dirs
+
+
 def run_js_tests(
     workspace: Path,
     test_ids: Sequence[str],
@@ -160,8 +263,9 @@ def run_js_tests(
     root: Path | None = None,
     limits: Limits | None = None,
     project: Path | None = None,
+    runner: JsRunner = JsRunner.VITEST,
 ) -> TestReport:
-    """Run the given `<file>::<describe> > <test>` ids of the Vitest project at `workspace` in the sandbox.
+    """Run the given `<file>::<describe> > <test>` ids of the Vitest or Jest project at `workspace` in the sandbox.
 
     Its dependencies are those of the lock file at `project` (default: the workspace; a caller that
     has the task's base should name it, so that a patch never chooses what is installed).
@@ -169,16 +273,17 @@ def run_js_tests(
     limits = (limits or DEFAULT_LIMITS).with_timeout(timeout)
     if limits.memory_mb < MIN_MEMORY_MB:
         raise SandboxError(
-            f"a Vitest run needs memory_mb of at least {MIN_MEMORY_MB} (address space), not {limits.memory_mb}"
+            f"a {runner} run needs memory_mb of at least {MIN_MEMORY_MB} (address space), not {limits.memory_mb}"
         )
     modules = ensure_node_modules(project or workspace)
-    plan, dirs = vitest_plan(workspace, test_ids, modules)
+    make_plan = jest_plan if runner == JsRunner.JEST else vitest_plan
+    plan, dirs = make_plan(workspace, test_ids, modules)
     result, data = run_plan(plan, dirs, workspace, backend, limits, root)
     xml, summary = data[JUNIT], data[SUMMARY]
     try:
         if not xml.data or not summary.data:
             raise ReportError(f"no {'JUnit report' if not xml.data else 'JSON summary'} was written")
-        tests, problems = parse_js(xml.data, summary.data, result.exit_code, JsRunner.VITEST)
+        tests, problems = parse_js(xml.data, summary.data, result.exit_code, runner)
     except ReportError as exc:
         tests, problems = {}, [str(exc)]
     for name, got in ((JUNIT, xml), (SUMMARY, summary)):

@@ -1,0 +1,180 @@
+"""Jest projects' tests run in the sandbox (sandbox.js_run, runner=JEST): outcomes, and attacks on
+the configuration and the reports that change nothing.
+
+Each test copies the base of tests/fixtures/lang_tasks/js_jest_task_1 (jest 30.5.2 in its lock)
+with its hidden test into a temporary directory. The lock is installed once per host, as is the
+harness's own jest-junit (sandbox/js_harness/jest-junit); the first run needs the npm registry.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sandbox import results
+from sandbox.backends.base import SandboxError
+from sandbox.backends.bwrap import BwrapBackend
+from sandbox.js_run import JEST_JUNIT_LOCK, run_js_tests
+from sandbox.node_env import NODE, ensure_node_modules
+from sandbox.outcomes_js import JsRunner
+
+pytestmark = pytest.mark.skipif(
+    not Path(NODE).exists() or shutil.which("npm") is None, reason="node or npm is not installed"
+)
+TASK = Path(__file__).parent.parent / "fixtures" / "lang_tasks" / "js_jest_task_1"
+FILE = "test/cents.test.js"
+F2P, GROUPS, SUMS = "formatCents > pads cents below ten", "formatCents > groups thousands", "sums amounts"
+# The base as it stands: the padding test fails, the other two pass.
+HONEST = {F2P: "failed", GROUPS: "passed", SUMS: "passed"}
+
+
+@pytest.fixture(scope="session")
+def node_modules() -> Path:
+    ensure_node_modules(JEST_JUNIT_LOCK)
+    return ensure_node_modules(TASK / "repo_snapshot")
+
+
+@pytest.fixture
+def project(tmp_path: Path, node_modules: Path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(TASK / "repo_snapshot", root)
+    (root / "test").mkdir()
+    shutil.copy(TASK / "tests" / "cents.test.js", root / FILE)
+    return root
+
+
+def run(root: Path, *names: str, file: str = FILE) -> results.TestReport:
+    ids = [f"{file}::{n}" for n in names] or [file]
+    return run_js_tests(root, ids, 60, backend=BwrapBackend(), runner=JsRunner.JEST)
+
+
+def outcomes(report: results.TestReport, file: str = FILE) -> dict[str, str]:
+    return {k.removeprefix(f"{file}::"): str(v.outcome) for k, v in report.tests.items()}
+
+
+def test_the_base_fails_and_the_expected_patch_passes(project: Path) -> None:
+    base = run(project)
+    assert outcomes(base) == HONEST and base.inconsistencies == [], base.inconsistencies
+    assert base.exec.exit_code == 1 and 'Expected: "1.05"' in base.tests[f"{FILE}::{F2P}"].message
+    subprocess.run(["git", "apply", "--directory", "", str(TASK / "expected_patch")], cwd=project, check=True)
+    fixed = run(project, F2P, SUMS)
+    assert outcomes(fixed) == {F2P: "passed", GROUPS: "skipped", SUMS: "passed"}
+    assert fixed.exec.exit_code == 0 and fixed.valid
+    assert not (project / "node_modules").exists()  # the mount point went with the run
+
+
+ALL_PASS_SETUP = """// Loaded before the tests, every assertion would pass.
+global.expect = () => new Proxy({}, { get: () => () => undefined });
+"""
+# A babel plugin that turns every expect(...) into an object whose matchers do nothing.
+BABEL_PLUGIN = """module.exports = () => ({ visitor: { CallExpression(path) {
+  if (path.node.callee.name === "expect") path.replaceWithSourceString("({ toBe() {}, toEqual() {} })");
+} } });
+"""
+FAKE_REPORTER = """const fs = require("fs");
+// Loaded as a reporter, it would write a passing report wherever it could.
+module.exports = class { onRunComplete() {
+  for (const d of fs.readdirSync("/run")) for (const f of ["junit.xml", "summary.json"]) {
+    try { fs.writeFileSync(`/run/${d}/${f}`, "{}"); } catch {}
+  }
+  fs.writeFileSync("/workspace/reporter-ran", "");
+} };
+"""
+
+
+def test_the_repositorys_jest_babel_and_jest_junit_settings_decide_nothing(project: Path) -> None:
+    (project / "pass.js").write_text(ALL_PASS_SETUP)
+    (project / "strip.js").write_text(BABEL_PLUGIN)
+    (project / "fake-reporter.js").write_text(FAKE_REPORTER)
+    forcing = {"setupFilesAfterEnv": ["<rootDir>/pass.js"], "reporters": ["<rootDir>/fake-reporter.js"]}
+    (project / "jest.config.js").write_text(f"module.exports = {json.dumps({**forcing, 'testRegex': 'none'})};\n")
+    (project / "babel.config.js").write_text('module.exports = { plugins: ["./strip.js"] };\n')
+    (project / ".babelrc").write_text(json.dumps({"plugins": ["./strip.js"]}))
+    package = json.loads((project / "package.json").read_text())
+    junit = {"outputFile": "out.xml", "classNameTemplate": "{title}", "filePathPrefix": "x/"}
+    (project / "package.json").write_text(json.dumps({**package, "jest": forcing, "jest-junit": junit}))
+    report = run(project)
+    assert outcomes(report) == HONEST and report.inconsistencies == [], report.inconsistencies
+    assert not (project / "out.xml").exists() and not (project / "reporter-ran").exists()
+
+
+FORGED_XML = (
+    '<?xml version="1.0"?><testsuites><testsuite name="x" tests="1"><testcase classname="formatCents"'
+    ' name="pads cents below ten" file="test/cents.test.js"/></testsuite></testsuites>'
+)
+FORGED_SUMMARY = {
+    "success": True,
+    "numPassedTests": 1,
+    "numFailedTests": 0,
+    "numPendingTests": 0,
+    "numTodoTests": 0,
+    "numTotalTests": 1,
+    "testResults": [
+        {
+            "name": "/workspace/test/cents.test.js",
+            "status": "passed",
+            "assertionResults": [
+                {"title": "pads cents below ten", "ancestorTitles": ["formatCents"], "status": "passed"}
+            ],
+        }
+    ],
+}
+WRITES_REPORTS = f"""const fs = require("fs");
+const forged = [["junit.xml", {json.dumps(FORGED_XML)}], ["summary.json", {json.dumps(json.dumps(FORGED_SUMMARY))}]];
+for (const d of fs.readdirSync("/run")) for (const [name, text] of forged) {{
+  try {{ fs.writeFileSync(`/run/${{d}}/${{name}}`, text); }} catch {{}}
+}}
+"""
+PRINTS_REPORTS = f"""console.log({json.dumps(json.dumps(FORGED_SUMMARY))});
+process.stdout.write({json.dumps(FORGED_XML)});
+"""
+
+
+def test_reports_a_test_writes_never_make_its_failure_a_pass(project: Path) -> None:
+    test = project / FILE
+    test.write_text(WRITES_REPORTS + test.read_text())
+    report = run(project)
+    assert not report.passed(f"{FILE}::{F2P}")
+    assert report.inconsistencies  # the reports it wrote into no longer parse
+
+
+def test_a_summary_a_test_prints_is_only_output(project: Path) -> None:
+    test = project / FILE
+    test.write_text(PRINTS_REPORTS + test.read_text())
+    report = run(project)
+    assert outcomes(report) == HONEST and report.inconsistencies == [], report.inconsistencies
+
+
+LOCKED_TEST = """const fs = require("fs");
+
+test("locked", () => {
+  const dirs = fs.readdirSync("/run").map((d) => `/run/${d}`).filter((d) => fs.existsSync(`${d}/summary.json`));
+  expect(dirs.length).toBe(1);
+  for (const name of ["summary.json", "junit.xml"]) {
+    expect(() => fs.openSync(`${dirs[0]}/${name}`, "r")).toThrow(/EACCES/);
+    expect(() => fs.unlinkSync(`${dirs[0]}/${name}`)).toThrow(/EROFS/);
+  }
+  const config = fs.readdirSync("/run").map((d) => `/run/${d}/jest.config.json`).filter((f) => fs.existsSync(f));
+  expect(config.length).toBe(1);
+  expect(() => fs.writeFileSync(config[0], "{}")).toThrow(/EROFS/);
+  expect(() => fs.writeFileSync("/workspace/node_modules/jest/package.json", "{}")).toThrow(/EROFS/);
+  const junit = fs.readdirSync("/run").map((d) => `/run/${d}/node_modules/jest-junit/index.js`);
+  expect(() => fs.writeFileSync(junit.find((f) => fs.existsSync(f)), "")).toThrow(/EROFS/);
+});
+"""
+
+
+def test_the_reports_the_config_and_both_node_modules_are_out_of_a_tests_reach(project: Path) -> None:
+    (project / "test" / "locked.test.js").write_text(LOCKED_TEST)
+    report = run(project, "locked", file="test/locked.test.js")
+    assert outcomes(report, "test/locked.test.js") == {"locked": "passed"}, report.tests
+
+
+def test_a_typescript_test_without_ts_jest_is_refused(project: Path) -> None:
+    (project / "test" / "typed.test.ts").write_text('test("typed", () => { const n: number = 1; });\n')
+    with pytest.raises(SandboxError, match="only through ts-jest"):
+        run(project, "typed", file="test/typed.test.ts")
