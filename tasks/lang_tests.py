@@ -1,4 +1,4 @@
-"""A Go or JavaScript (Vitest) task's hidden tests, run where a Python task's run pytest.
+"""A Go or JavaScript (Vitest or Jest) task's hidden tests, run where a Python task's run pytest.
 
 The one dispatch point for a task's language (`TaskSpec.language`, metadata `"language"`):
 validation (`tasks.spec.run_task_tests`) and scoring (`rewards.lang_scoring`) both run a
@@ -8,13 +8,16 @@ the patch applied and the hidden tests copied in. Python stays the default and n
 The files the runner reads to decide what is built or installed (`go.mod`, `package.json`, the
 lock) are the base's: whatever a patch did to them is put back before the run, so a `replace`
 directive or another lock cannot choose what the tests run against. The runners ignore the
-repository's own runner configuration (a `vitest.config.*`) by themselves (docs/languages.md).
+repository's own runner configuration (a `vitest.config.*`, `jest.config.*`) by themselves
+(docs/languages.md). A JavaScript task's runner is the one its base's package.json depends on
+(`js_runner`): a patch never chooses it either.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -27,7 +30,8 @@ from sandbox.go_run import find_toolchain, module_path, run_go_tests
 from sandbox.js_run import DEFAULT_LIMITS as JS_LIMITS
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
-from sandbox.node_env import ensure_node_modules
+from sandbox.node_env import MAX_PACKAGE_JSON_BYTES, ensure_node_modules
+from sandbox.outcomes_js import JsRunner
 from sandbox.results import ExecResult, TestReport
 
 if TYPE_CHECKING:
@@ -40,6 +44,8 @@ RUNNER_FILES = {
     GO: ("go.mod", "go.sum", "go.work", "go.work.sum"),
     JAVASCRIPT: ("package.json", "package-lock.json", ".npmrc"),
 }
+# Test runners a package.json may depend on that have no sandboxed runner: named when refused.
+OTHER_JS_RUNNERS = ("mocha", "ava", "tap", "jasmine", "uvu", "karma", "cypress", "@playwright/test")
 _JS_TEST_FILE = re.compile(r"^.+\.(test|spec)\.(js|mjs|cjs|jsx|ts|mts|cts|tsx)$")
 
 
@@ -110,16 +116,48 @@ def restore_runner_files(workspace: Path, base: Path, language: str) -> list[str
     return restored
 
 
+def js_runner(base: Path) -> JsRunner:
+    """The runner of a JavaScript task, by what its base's package.json depends on: Vitest if it
+    names vitest, else Jest if it names jest; refused (SandboxError) naming what it has otherwise."""
+    path = base / "package.json"
+    if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_PACKAGE_JSON_BYTES:
+        raise SandboxError(f"package.json: not a plain file of at most {MAX_PACKAGE_JSON_BYTES} bytes in the base")
+    try:
+        manifest = json.loads(path.read_bytes())
+    except (ValueError, RecursionError):
+        raise SandboxError("package.json is not JSON") from None
+    names: set[str] = set()
+    for key in ("devDependencies", "dependencies"):
+        section = manifest.get(key) if isinstance(manifest, dict) else None
+        names |= set(section) if isinstance(section, dict) else set()
+    for runner in (JsRunner.VITEST, JsRunner.JEST):
+        if runner.value in names:
+            return runner
+    found = [name for name in OTHER_JS_RUNNERS if name in names] or ["none"]
+    raise SandboxError(
+        f"package.json depends on neither vitest nor jest, the JavaScript runners there are (test runners found: "
+        f"{', '.join(found)})"
+    )
+
+
+def runner_name(task: TaskSpec) -> str:
+    """The runner a task's tests run with: "pytest", "go test", or the JavaScript runner of its base."""
+    if task.language == GO:
+        return "go test"
+    return str(js_runner(task.base_dir)) if task.language == JAVASCRIPT else "pytest"
+
+
 def check_runner(task: TaskSpec) -> None:
-    """Raise when this host cannot run the task's tests at all (no Go; a lock that cannot be installed)."""
+    """Raise when this host cannot run the task's tests at all (no Go; no runner; a lock that cannot be installed)."""
     if task.language == GO:
         find_toolchain()
     elif task.language == JAVASCRIPT:
+        js_runner(task.base_dir)
         ensure_node_modules(task.base_dir)
 
 
 def language_limits(task: TaskSpec, limits: Limits) -> Limits:
-    """Vitest needs more address space than the pytest default gives (sandbox.js_run)."""
+    """Vitest and Jest need more address space than the pytest default gives (sandbox.js_run)."""
     if task.language == JAVASCRIPT and limits.memory_mb < JS_LIMITS.memory_mb:
         return dataclasses.replace(limits, memory_mb=JS_LIMITS.memory_mb)
     return limits
@@ -128,7 +166,7 @@ def language_limits(task: TaskSpec, limits: Limits) -> Limits:
 def run_language_tests(
     task: TaskSpec, workspace: Path, test_ids: Sequence[str], backend: Backend, limits: Limits
 ) -> TestReport:
-    """Run `test_ids` of a Go or Vitest task on `workspace` (patched, hidden tests in); its report.
+    """Run `test_ids` of a Go, Vitest or Jest task on `workspace` (patched, hidden tests in); its report.
 
     The runner files are the base's first. A run the runner refuses for what is in the workspace
     (a package the patch removed) raises SandboxError, as it does for every refusal.
@@ -139,7 +177,13 @@ def run_language_tests(
         return run_go_tests(workspace, test_ids, task.timeout_seconds, backend=backend, limits=limits)
     if task.language == JAVASCRIPT:
         return run_js_tests(
-            workspace, test_ids, task.timeout_seconds, backend=backend, limits=limits, project=task.base_dir
+            workspace,
+            test_ids,
+            task.timeout_seconds,
+            backend=backend,
+            limits=limits,
+            project=task.base_dir,
+            runner=js_runner(task.base_dir),
         )
     raise SandboxError(f"{task.task_id}: no runner for language {task.language!r}")
 
