@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Check that every demo task really is a task.
 
-For each task directory (default: every ``task_*`` under ``demo/tasks``):
+For each task directory (default: every ``task_*`` under ``demo/tasks`` and every task of the Go
+and JavaScript suites, ``demo/go_tasks`` and ``demo/js_tasks``):
 
 1. the repository's own tests pass on the buggy base;
 2. with the hidden tests copied in, every ``fail_to_pass`` test fails and every
@@ -10,7 +11,11 @@ For each task directory (default: every ``task_*`` under ``demo/tasks``):
    ``fail_to_pass`` and ``pass_to_pass`` test passes (and nothing else fails);
 4. ``task.md`` does not leak the hidden test names or the base commit.
 
-Stdlib only; pytest runs in a subprocess of the given interpreter.
+Stdlib only for the Python tasks; pytest runs in a subprocess of the given interpreter. A task whose
+metadata names ``"language": "go"`` or ``"javascript"`` is run with Crucible's own runner for it, in
+its sandbox (``tasks.spec.run_task_tests``), so the interpreter must be the project's: steps 2 and 3
+then count what ``go test -json`` or Vitest reported, and step 1 is left out (the tests sit beside the
+code, and the snapshot carries none of its own).
 Usage: python3 demo/check_tasks.py [--python PY] [TASK_DIR ...]
 Exits 1 and says why when anything is wrong.
 """
@@ -27,8 +32,13 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-TASKS_DIR = Path(__file__).resolve().parent / "tasks"
+DEMO_DIR = Path(__file__).resolve().parent
+TASKS_DIR = DEMO_DIR / "tasks"
+LANG_TASK_DIRS = (DEMO_DIR / "go_tasks", DEMO_DIR / "js_tasks")
 REQUIRED = ("task_id", "repo", "base_commit", "test_command", "tests_dest", "fail_to_pass", "pass_to_pass")
+# A Go or JavaScript task names its runner by its language; test_command is not read.
+LANG_REQUIRED = ("task_id", "repo", "base_commit", "language", "tests_dest", "fail_to_pass", "pass_to_pass")
+LANGUAGES = ("go", "javascript")
 STATUSES = ("PASSED", "FAILED", "ERROR", "XFAIL", "XPASS")
 
 
@@ -89,12 +99,58 @@ def prepare(task: Path, meta: dict, dest: Path, patched: bool) -> Path:
     return repo
 
 
+def check_lang_task(task: Path, meta: dict) -> str:
+    """A Go or JavaScript task, run twice by Crucible's runner for its language: on the base, then patched."""
+    if str(DEMO_DIR.parent) not in sys.path:
+        sys.path.insert(0, str(DEMO_DIR.parent))
+    from tasks.spec import TaskSpec, run_task_tests
+
+    f2p, p2p = meta["fail_to_pass"], meta["pass_to_pass"]
+    if not p2p:
+        raise TaskProblem("no hidden test passes both before and after the patch")
+    statement = (task / "task.md").read_text(encoding="utf-8")
+    for test_id in f2p + p2p:
+        name = test_id.split("::")[-1]
+        if name in statement:
+            raise TaskProblem(f"task.md mentions hidden test {name!r}")
+    if meta["base_commit"] in statement:
+        raise TaskProblem("task.md mentions the base commit")
+    spec = TaskSpec.from_task_dir(task)
+    problems: list[str] = []
+    for when, patch in (("before patch", None), ("after patch", spec.expected_patch)):
+        report = run_task_tests(spec, patch, backend="bwrap")
+        if report.inconsistencies:
+            problems.append(f"{when}: the run cannot be believed: {report.inconsistencies[:3]}")
+        outcomes = {test_id: str(outcome.outcome) for test_id, outcome in report.tests.items()}
+        if patch is None:
+            for test_id in f2p:
+                if outcomes.get(test_id, "missing") not in ("failed", "error"):
+                    problems.append(
+                        f"{when}: fail_to_pass {test_id} is {outcomes.get(test_id, 'missing')}, expected failed"
+                    )
+            expected_pass = p2p
+        else:
+            expected_pass = f2p + p2p
+            broken = sorted(test_id for test_id, outcome in outcomes.items() if outcome != "passed")
+            if broken:
+                problems.append(f"{when}: not passing: {broken}")
+        for test_id in expected_pass:
+            if outcomes.get(test_id, "missing") != "passed":
+                problems.append(f"{when}: {test_id} is {outcomes.get(test_id, 'missing')}, expected passed")
+    if problems:
+        raise TaskProblem("\n    ".join(problems))
+    return f"{meta['repo']} ({meta['language']}): {len(f2p)} fail_to_pass, {len(p2p)} pass_to_pass"
+
+
 def check_task(task: Path, python: str) -> str:
     meta_path = task / "metadata.json"
     if not meta_path.is_file():
         raise TaskProblem("metadata.json is missing")
     meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    missing = [key for key in REQUIRED if key not in meta]
+    language = meta.get("language", "python")
+    if language not in ("python", *LANGUAGES):
+        raise TaskProblem(f"language {str(language)[:40]!r} is not python, go or javascript")
+    missing = [key for key in (REQUIRED if language == "python" else LANG_REQUIRED) if key not in meta]
     if missing:
         raise TaskProblem(f"metadata.json lacks {', '.join(missing)}")
     if meta["task_id"] != task.name:
@@ -102,9 +158,11 @@ def check_task(task: Path, python: str) -> str:
     for name in ("task.md", "repo_snapshot", "tests", "expected_patch"):
         if not (task / name).exists():
             raise TaskProblem(f"{name} is missing")
-    f2p, p2p = meta["fail_to_pass"], meta["pass_to_pass"]
-    if not f2p:
+    if not meta["fail_to_pass"]:
         raise TaskProblem("fail_to_pass is empty")
+    if language != "python":
+        return check_lang_task(task, meta)
+    f2p, p2p = meta["fail_to_pass"], meta["pass_to_pass"]
     if set(f2p) & set(p2p):
         raise TaskProblem(f"in both lists: {sorted(set(f2p) & set(p2p))}")
     hidden_files = {p.name for p in (task / "tests").rglob("*.py")}
@@ -154,7 +212,12 @@ def check_task(task: Path, python: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("tasks", nargs="*", type=Path, help="task directories (default: demo/tasks/task_*)")
+    parser.add_argument(
+        "tasks",
+        nargs="*",
+        type=Path,
+        help="task directories (default: demo/tasks/task_*, demo/go_tasks/*, demo/js_tasks/*)",
+    )
     parser.add_argument("--python", default=sys.executable, help="interpreter that has pytest")
     parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     args = parser.parse_args()
@@ -163,7 +226,8 @@ def main() -> int:
     # (without resolving symlinks, which would step out of a virtualenv).
     if os.sep in args.python:
         args.python = os.path.abspath(args.python)
-    tasks = args.tasks or sorted(TASKS_DIR.glob("task_*"))
+    lang_tasks = [task for folder in LANG_TASK_DIRS for task in sorted(folder.glob("*_*")) if task.is_dir()]
+    tasks = args.tasks or [*sorted(TASKS_DIR.glob("task_*")), *lang_tasks]
     if not tasks:
         print(f"no task directories found under {TASKS_DIR}", file=sys.stderr)
         return 1
@@ -174,7 +238,14 @@ def main() -> int:
     def check(task: Path) -> tuple[Path, bool, str]:
         try:
             return task, True, check_task(task, args.python)
-        except (TaskProblem, json.JSONDecodeError, OSError, subprocess.CalledProcessError) as exc:
+        except (
+            TaskProblem,
+            json.JSONDecodeError,
+            OSError,
+            subprocess.CalledProcessError,
+            ValueError,
+            RuntimeError,
+        ) as exc:
             return task, False, str(exc)
 
     failed = 0

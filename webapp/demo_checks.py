@@ -17,7 +17,10 @@ from tasks.models import TaskSuite, ValidationRun
 from tasks.services import start_validation_run
 
 DEMO_SUITE, ADVERSARIAL_SUITE = "demo", "demo-adversarial"  # the suites seed_demo loads from demo/
-DEMO_SUITES = (DEMO_SUITE, ADVERSARIAL_SUITE)
+GO_SUITE, JS_SUITE = "demo-go", "demo-js"  # demo/go_tasks and demo/js_tasks (docs/languages.md)
+DEMO_SUITES = (DEMO_SUITE, ADVERSARIAL_SUITE, GO_SUITE, JS_SUITE)
+# The reward check's stubbed patches are Python's: the Go and JavaScript suites are validated only.
+REWARD_CHECKED_SUITES = (DEMO_SUITE, ADVERSARIAL_SUITE)
 # Fewer than the button's 5: enough to catch a flaky demo test, sooner done on a fresh machine.
 DEMO_VALIDATION_RUNS = 3
 
@@ -53,7 +56,7 @@ def start_demo_checks() -> DemoChecksQueued:
             if not ValidationRun.objects.filter(suite=suite).exists():
                 start_validation_run(suite, DEMO_VALIDATION_RUNS)
                 validations.append(suite.name)
-            if not RewardCheck.objects.filter(suite=suite).exists():
+            if suite.name in REWARD_CHECKED_SUITES and not RewardCheck.objects.filter(suite=suite).exists():
                 try:
                     start_reward_check(suite)
                 except RewardCheckError as exc:

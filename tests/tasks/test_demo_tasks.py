@@ -16,4 +16,4 @@ def test_every_demo_task_fails_before_and_passes_after_its_expected_patch() -> N
         timeout=600,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "17 of 17 tasks valid" in done.stdout
+    assert "23 of 23 tasks valid" in done.stdout

@@ -16,12 +16,14 @@ from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from trajectories.models import Trajectory
 from trajectories.services import import_trajectories
-from webapp.demo_checks import ADVERSARIAL_SUITE, DEMO_SUITE
+from webapp.demo_checks import ADVERSARIAL_SUITE, DEMO_SUITE, GO_SUITE, JS_SUITE
 
 DEMO_DIR = Path(settings.BASE_DIR) / "demo"
 ADMIN_PASSWORD_FILE = "admin_password"  # noqa: S105 - a file name, not a password
 DEMO_PASSWORDS_FILE = "demo_passwords"
 DEMO_USERS = {"reviewer": REVIEWER, "researcher": RESEARCHER}
+# The Go and JavaScript suites (docs/languages.md): loaded like the others, validated by verify_demo.
+LANGUAGE_SUITES = {GO_SUITE: "go_tasks", JS_SUITE: "js_tasks"}
 
 
 class Command(BaseCommand):
@@ -51,6 +53,10 @@ class Command(BaseCommand):
             # Adversarial traps (docs/formats.md): their passes (or flags) give each policy's cheat rate.
             result = import_task_dirs(DEMO_DIR / "adversarial", ADVERSARIAL_SUITE, "adversarial")
             self.stdout.write(f"adversarial suite: {result.created} tasks")
+        for suite, folder in LANGUAGE_SUITES.items():
+            if not TaskSuite.objects.filter(name=suite).exists():
+                result = import_task_dirs(DEMO_DIR / folder, suite, "train")
+                self.stdout.write(f"{suite} suite: {result.created} tasks")
         var = Path(settings.VAR_DIR)
         if admin_password is not None:
             # Shown once, on the terminal of the first set-up; after that only where it is kept.

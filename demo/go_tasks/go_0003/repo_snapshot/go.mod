@@ -1,0 +1,3 @@
+module example.com/numkit
+
+go 1.19
