@@ -1,4 +1,4 @@
-"""The agent's file tools over a workspace: read, write, edit, search, search_symbol.
+"""The agent's file tools over a workspace: read, write, edit, search, search_symbol (any language).
 
 They run on the host, over a directory untrusted code has written to, so every path
 goes through paths.resolve and nothing follows a link out of the workspace.
@@ -6,7 +6,6 @@ goes through paths.resolve and nothing follows a link out of the workspace.
 
 from __future__ import annotations
 
-import ast
 import errno
 import os
 import re
@@ -15,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from patches import pysource
+from sandbox import symbols
 from sandbox.paths import ToolError, resolve
 
 MAX_READ_BYTES = 256 * 1024
@@ -116,12 +115,9 @@ def search(workspace: Path, pattern: str, rel: str = ".", regex: bool = False, m
     files = [start] if start.is_file() else _walk_files(root, start)
     matches: list[Match] = []
     for path in files:
-        try:
-            if path.stat().st_size > MAX_SEARCH_FILE_BYTES:
-                continue
-            data = path.read_bytes()
-        except OSError:
-            continue  # removed or made unreadable by the command: nothing to match in it
+        data = _read_regular(path, MAX_SEARCH_FILE_BYTES)
+        if data is None:
+            continue  # not a regular file, too large, or removed by the command: nothing to match in it
         if b"\x00" in data[:8192]:
             continue  # binary
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), 1):
@@ -133,36 +129,38 @@ def search(workspace: Path, pattern: str, rel: str = ".", regex: bool = False, m
 
 
 def search_symbol(workspace: Path, name: str, max_results: int = 100) -> list[Match]:
-    """Python definitions (functions, classes, methods as Class.method) named `name`."""
-    if not name or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name):
-        raise ToolError("a symbol is a Python name like parse_config or Config.load")
+    """Definitions named `name` (or `Owner.name`) in the workspace's Python, Go and JavaScript/TypeScript
+    sources (sandbox.symbols): functions, classes and methods; Go types, constants and variables;
+    JavaScript's declared names, TypeScript's interfaces and types."""
+    try:
+        name = symbols.check_symbol(name)
+    except symbols.SymbolError as exc:
+        raise ToolError(str(exc)) from None
     root = workspace.resolve()
     matches: list[Match] = []
     for path in _walk_files(root, root):
-        if path.suffix != ".py":
+        if path.suffix not in symbols.SOURCE_SUFFIXES:
             continue
-        try:
-            tree = pysource.parse(path.read_bytes())
-        except (SyntaxError, ValueError, OSError, RecursionError):
-            continue  # not parseable Python (often mid-edit): it defines nothing to find
-        for qualname, node in _definitions(tree):
-            if qualname == name or qualname.split(".")[-1] == name:
-                kind = "class" if isinstance(node, ast.ClassDef) else "def"
-                matches.append(Match(path.relative_to(root).as_posix(), node.lineno, f"{kind} {qualname}"))
-                if len(matches) >= max_results:
-                    return matches
+        data = _read_regular(path, MAX_SEARCH_FILE_BYTES)
+        if data is None:
+            continue
+        for found in symbols.definitions(path.suffix, data, name):
+            matches.append(Match(path.relative_to(root).as_posix(), found.line, str(found)))
+            if len(matches) >= max_results:
+                return matches
     return matches
 
 
-Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-
-
-def _definitions(tree: ast.AST, prefix: str = "") -> list[tuple[str, Definition]]:
-    found: list[tuple[str, Definition]] = []
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            qualname = f"{prefix}{node.name}"
-            found.append((qualname, node))
-            if isinstance(node, ast.ClassDef):
-                found += _definitions(node, qualname + ".")
-    return found
+def _read_regular(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, or None for anything else (a link, a FIFO a command left, a device),
+    one over `limit` bytes, or one gone meanwhile. O_NONBLOCK: opening a FIFO never waits for a writer."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        data = fh.read(limit + 1)
+    return data if len(data) <= limit else None
