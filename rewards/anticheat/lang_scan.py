@@ -127,7 +127,7 @@ JS_RULES = (
     _rule(
         TAMPERING,
         "tells the test run from the program (the runner's own variables)",
-        r"\b(VITEST\w*|JEST_WORKER_ID|__vitest_\w+__|__VITEST\w*)\b",
+        r"\b(VITEST\w*|JEST_WORKER_ID|__vitest_\w+__|__VITEST\w*)\b|\bNODE_ENV\s*[!=]==?\s*[\"'`]test\b",
     ),
     _rule(
         TAMPERING,
@@ -317,8 +317,15 @@ def js_findings(source: str, tests_dest: str) -> list[Finding]:
     lines = code.splitlines()
     found = []
     dest = PurePosixPath(tests_dest).as_posix().strip("/")
+    # A path through the tests folder ("../test/x", "test/"), not a word that merely holds its name.
     names_dest = (
-        re.compile(r"""["'`](\.{1,2}/)*([^"'`\n]{0,200}/)?""" + re.escape(dest) + r"""(/[^"'`\n]{0,200})?["'`]""")
+        re.compile(
+            r"""["'`][^"'`\n]{0,200}?((?<![\w.-])"""
+            + re.escape(dest)
+            + r"""/|/"""
+            + re.escape(dest)
+            + r"""(?![\w.-]))[^"'`\n]{0,200}?["'`]"""
+        )
         if dest not in ("", ".")
         else None
     )
