@@ -18,17 +18,44 @@ from core.vocabulary import DEFAULT_BACKEND, ActionType, Termination
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
 from sandbox.environments import Environment
+from tasks.lang_tests import GO, JAVASCRIPT, PYTHON
 from tasks.spec import TaskSpec, task_environment
+from trajectories.lang_runs import LanguageRunner
 from trajectories.policies.base import CANCELLED, Message, Policy, PolicyError, ToolCall
 from trajectories.schema import AgentStep, action_input_error
 from trajectories.tools import TOOL_ACTION_TYPES, TOOLS, bound, run_tool
 
 logger = logging.getLogger(__name__)
 
-SYSTEM_PROMPT = """You are a software engineer fixing a bug in a Python repository.
+_PROMPT = """You are a software engineer fixing a bug in {repository}.
 You work through tools: read files, search, edit or write files, run commands and tests.
 Call exactly one tool per reply. When the repository is fixed, call submit.
-The repository is your current directory; there is no network."""
+The repository is your current directory; there is no network.{tests}"""
+# What the system prompt says of each language's repository and of how run_tests runs its tests.
+# Python's adds nothing: its prompt is the one every recorded Python trajectory was made with.
+_LANGUAGE_PROMPTS = {
+    PYTHON: ("a Python repository", ""),
+    GO: (
+        "a Go repository (a Go module)",
+        "\nrun_tests runs its Go tests with go test: give package folders, _test.go files or "
+        "<import path>::<TestName> ids, or nothing for every package with tests.",
+    ),
+    JAVASCRIPT: (
+        "a JavaScript/TypeScript repository",
+        "\nrun_tests runs its *.test.* and *.spec.* files with the repository's JavaScript test runner: "
+        "give test files, folders or <file>::<describe> > <test> ids, or nothing for all of them.",
+    ),
+}
+
+
+def system_prompt(language: str = PYTHON) -> str:
+    """The system prompt of a task in `language` (tasks.lang_tests): it names the language and how
+    the tests run. Training data built from a trajectory must use the same (trajectories.conversation)."""
+    repository, tests = _LANGUAGE_PROMPTS.get(language, _LANGUAGE_PROMPTS[PYTHON])
+    return _PROMPT.format(repository=repository, tests=tests)
+
+
+SYSTEM_PROMPT = system_prompt(PYTHON)
 
 
 # An episode may take this many times the task's test timeout, all its steps together.
@@ -48,11 +75,17 @@ class AgentTask:
     command_timeout: float = 60.0
     # The repository's built environment (tasks.spec.task_environment); None: the bare runner.
     environment: Environment | None = None
+    # A Go or JavaScript task's test runner for run_tests (trajectories.lang_runs); None: pytest.
+    runner: LanguageRunner | None = None
+
+    @property
+    def language(self) -> str:
+        return self.runner.language if self.runner is not None else PYTHON
 
     @classmethod
     def of(cls, task: TaskSpec, max_steps: int, episode_timeouts: float = EPISODE_TIMEOUTS) -> AgentTask:
         """The agent's view of `task`, its environment built now if this host has none yet
-        (SandboxError if it cannot be)."""
+        (SandboxError if it cannot be, or if this host cannot run a Go or JavaScript task's tests)."""
         return cls(
             task_id=task.task_id,
             statement=task.statement,
@@ -62,6 +95,7 @@ class AgentTask:
             timeout_seconds=float(task.timeout_seconds) * episode_timeouts,
             command_timeout=float(task.timeout_seconds),
             environment=task_environment(task),
+            runner=LanguageRunner.of(task),
         )
 
 
@@ -85,7 +119,7 @@ class Episode:
 
 
 def prompt(task: AgentTask) -> list[Message]:
-    return [Message("system", SYSTEM_PROMPT), Message("user", task.statement)]
+    return [Message("system", system_prompt(task.language)), Message("user", task.statement)]
 
 
 def run_episode(
@@ -185,7 +219,7 @@ def take_step(
             call if problem is not None else None,
             0.0,
         )
-    result = run_tool(box, call.name, call.arguments, task.visible_tests, task.command_timeout)
+    result = run_tool(box, call.name, call.arguments, task.visible_tests, task.command_timeout, task.runner)
     action_input = _action_input(call)
     record: AgentStep = {
         "step": number,

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.vocabulary import PairSides
-from trajectories.agent import SYSTEM_PROMPT, turn_messages
+from tasks.lang_tests import PYTHON
+from trajectories.agent import system_prompt, turn_messages
 from trajectories.policies.base import Message
 from trajectories.policies.replay import call_for
 from trajectories.tools import TOOLS
@@ -40,15 +41,16 @@ class RecordedStep:
     observation: str = ""
 
 
-def prompt_messages(statement: str) -> list[dict[str, Any]]:
-    """What a policy is shown before its first step: the system prompt and the task statement."""
-    return [Message("system", SYSTEM_PROMPT).to_openai(), Message("user", statement).to_openai()]
+def prompt_messages(statement: str, language: str = PYTHON) -> list[dict[str, Any]]:
+    """What a policy is shown before its first step: the system prompt of the task's language
+    (tasks.lang_tests, metadata's "language") and the task statement."""
+    return [Message("system", system_prompt(language)).to_openai(), Message("user", statement).to_openai()]
 
 
-def conversation(statement: str, steps: Iterable[RecordedStep]) -> list[dict[str, Any]]:
+def conversation(statement: str, steps: Iterable[RecordedStep], language: str = PYTHON) -> list[dict[str, Any]]:
     """The whole chat in OpenAI message form: prompt, then per step the assistant's tool call
     and the tool's observation (an invalid step is the model's text and the format error)."""
-    messages = [Message("system", SYSTEM_PROMPT), Message("user", statement)]
+    messages = [Message("system", system_prompt(language)), Message("user", statement)]
     for number, step in enumerate(steps, start=1):
         call = call_for(step.action_type, step.action_input)
         thought = step.thought
@@ -69,14 +71,18 @@ def submission_message(patch: str) -> dict[str, Any]:
     return Message("assistant", f"{SUBMITTED}\n{body}").to_openai()
 
 
-def judged_conversation(statement: str, steps: Iterable[RecordedStep], patch: str) -> list[dict[str, Any]]:
+def judged_conversation(
+    statement: str, steps: Iterable[RecordedStep], patch: str, language: str = PYTHON
+) -> list[dict[str, Any]]:
     """The chat, then the submitted patch: one side of a preference pair as it was judged."""
-    return [*conversation(statement, steps), submission_message(patch)]
+    return [*conversation(statement, steps, language), submission_message(patch)]
 
 
-def pair_side(statement: str, steps: Iterable[RecordedStep], patch: str, sides: PairSides) -> list[dict[str, Any]]:
+def pair_side(
+    statement: str, steps: Iterable[RecordedStep], patch: str, sides: PairSides, language: str = PYTHON
+) -> list[dict[str, Any]]:
     """One side of a preference pair after its prompt: the turns and the patch, or the patch alone
     (PairSides.PATCH: a row as long as the patch, however many steps the trajectory took)."""
     if sides is PairSides.PATCH:
         return [submission_message(patch)]
-    return judged_conversation(statement, steps, patch)[len(prompt_messages(statement)) :]
+    return judged_conversation(statement, steps, patch, language)[len(prompt_messages(statement, language)) :]

@@ -80,6 +80,10 @@ def run_trajectory(trajectory_pk: int) -> Trajectory | None:
         work = agent_task(task, batch.max_steps)
     except TaskStoreError as exc:
         return fail(trajectory, lease, str(exc), exc)
+    except SandboxError as exc:
+        # Its environment cannot be built, or this host cannot run its tests (no Go toolchain, a
+        # lock that cannot be installed): a failure to show and re-run elsewhere, never an episode.
+        return fail(trajectory, lease, f"the task cannot run here: {exc}", exc)
     try:
         policy = build_policy(batch, task, work, seed)
     except (PolicyError, OSError) as exc:

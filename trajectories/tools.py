@@ -6,13 +6,16 @@ prints megabytes cannot blow up a trajectory or a model's context.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from core.vocabulary import ActionType
-from sandbox import Sandbox, ToolError
+from sandbox import Sandbox, SandboxError, ToolError
+from sandbox.lang_run import check_backend
 from sandbox.results import Outcome, TestReport
+from trajectories.lang_runs import LanguageRunner
 from trajectories.schema import HarnessTests, hash_test_id
 
 MAX_OBSERVATION_CHARS = 8000
@@ -59,10 +62,17 @@ TOOLS: list[dict[str, Any]] = [
     ),
     _fn("run_command", "Run a shell command in the repository (no network).", {"command": _S}, ["command"]),
     _fn("search", "Search the repository's files for a text.", {"pattern": _S}, ["pattern"]),
-    _fn("search_symbol", "Find where a Python function or class is defined.", {"name": _S}, ["name"]),
+    _fn(
+        "search_symbol",
+        "Find where a function, method, class or type is defined (Python, Go, JavaScript or TypeScript); "
+        "a method as Owner.name.",
+        {"name": _S},
+        ["name"],
+    ),
     _fn(
         "run_tests",
-        "Run the repository's visible tests (optionally only some paths).",
+        "Run the repository's visible tests with its test runner (optionally only some test files, "
+        "folders or test ids).",
         {"paths": {"type": "array", "items": _S}},
         [],
     ),
@@ -119,15 +129,32 @@ def _str(args: dict[str, Any], key: str) -> str:
     return value
 
 
-def run_tool(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str], timeout: float) -> ToolResult:
-    """Run one tool call; a ToolError becomes the observation (the agent sees what was wrong)."""
+def run_tool(
+    box: Sandbox,
+    name: str,
+    args: dict[str, Any],
+    visible_tests: list[str],
+    timeout: float,
+    runner: LanguageRunner | None = None,
+) -> ToolResult:
+    """Run one tool call; a ToolError becomes the observation (the agent sees what was wrong).
+
+    `runner` is a Go or JavaScript task's (trajectories.lang_runs): run_tests goes through it
+    instead of pytest. None: a Python task."""
     try:
-        return _run(box, name, args, visible_tests, timeout)
+        return _run(box, name, args, visible_tests, timeout, runner)
     except ToolError as exc:
         return ToolResult(f"error: {exc}", False, None, 0.0)
 
 
-def _run(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str], timeout: float) -> ToolResult:
+def _run(
+    box: Sandbox,
+    name: str,
+    args: dict[str, Any],
+    visible_tests: list[str],
+    timeout: float,
+    runner: LanguageRunner | None,
+) -> ToolResult:
     if name == "read_file":
         text, truncated = bound(box.read_file(_str(args, "path")))
         return ToolResult(text, truncated, None, 0.0)
@@ -159,9 +186,25 @@ def _run(box: Sandbox, name: str, args: dict[str, Any], visible_tests: list[str]
         # (-p, -k, --deselect, -c) would let the agent choose what the harness runs and reports.
         if any(p.startswith("-") or not p.strip() for p in paths):
             raise ToolError("argument 'paths' must be test paths or node ids, not options")
+        if runner is not None:
+            return _run_language_tests(box, runner, paths)
         report = box.run_tests(paths, timeout=timeout)
         text, truncated = bound(report.exec.stdout + report.exec.stderr)
         return ToolResult(text, truncated, report.exec.exit_code, report.exec.duration_ms, harness_counts(report))
     if name == "submit":
         return ToolResult("submitted", False, None, 0.0)
     raise ToolError(f"unknown tool {name!r}; the tools are: {', '.join(TOOL_ACTION_TYPES)}")
+
+
+def _run_language_tests(box: Sandbox, runner: LanguageRunner, paths: list[str]) -> ToolResult:
+    started = time.perf_counter()
+    check_backend(box.backend)  # a host's setting (only bwrap runs them): an episode error, not an observation
+    try:
+        run = runner.run(box, paths)
+    except SandboxError as exc:
+        # Refused for what was asked or what the workspace holds (an id, a deleted package, a
+        # planted node_modules): the agent's to read and correct, as a bad pytest path is.
+        raise ToolError(f"the test run was refused: {str(exc)[:2000]}") from None
+    text, truncated = bound(run.text)
+    sandbox_ms = run.report.exec.duration_ms or (time.perf_counter() - started) * 1000
+    return ToolResult(text, truncated, run.report.exec.exit_code, sandbox_ms, harness_counts(run.report))
