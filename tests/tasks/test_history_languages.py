@@ -1,0 +1,106 @@
+"""Tasks from the git history of Go and JavaScript/TypeScript repositories (tasks.builders.lang_history),
+built from the corpora's bundles (tests/fixtures/real-repos-go/, real-repos-js/) by `build_tasks --from-git`.
+
+gomarkdown (BSD-2-Clause, Go 1.12, standard library only) and jsonrepair (ISC, Vitest 4 at its newest
+commits) each give one chosen commit that fixes a bug with a test; toml's two newest ask for Go 1.21,
+the toolchain is Debian's 1.19; luxon runs Jest throughout, which has no sandboxed runner yet.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from rewards.scoring import score_patch
+from rewards.spec import load_spec
+from sandbox.go_run import find_toolchain
+from tasks.builders import lang_history
+from tasks.models import Task, TaskSuite
+from tasks.services import task_spec_for
+
+pytestmark = pytest.mark.django_db
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def _clone(bundle: str, tmp_path: Path) -> Path:
+    clone = tmp_path / Path(bundle).stem
+    source = FIXTURES / bundle
+    subprocess.run(["git", "clone", "-q", str(source), str(clone)], check=True, capture_output=True, timeout=120)
+    return clone
+
+
+def _build(clone: Path, suite: str, *extra: str) -> None:
+    call_command("build_tasks", "--from-git", str(clone), "--suite", suite, "--env", "none", *extra,
+                 stdout=io.StringIO(), stderr=io.StringIO())  # fmt: skip
+
+
+# gomarkdown ab600fb "End lists before insufficiently indented blockquotes (fixes #243)" (a test in the
+# root package, the fix in parser/); jsonrepair 6668676 "fix: trailing-comma repair strips the parents ..."
+GOMARKDOWN_FIX = "ab600fb05e5d87ed89be895adccd7ef79bf66e58"
+JSONREPAIR_FIX = "6668676a27b5e805a356b3ee7bb8cb382da069e7"
+
+
+@pytest.mark.parametrize(
+    ("bundle", "commit", "language", "licence", "hidden"),
+    [
+        ("real-repos-go/gomarkdown.bundle", GOMARKDOWN_FIX, "go", "BSD-2-Clause", "github.com/gomarkdown/markdown::"),
+        ("real-repos-js/jsonrepair.bundle", JSONREPAIR_FIX, "javascript", "ISC", "src/index.test.ts::"),
+    ],
+    ids=["go", "javascript"],
+)
+def test_a_fix_with_its_test_becomes_a_valid_task_whose_fix_scores_one(
+    bundle: str, commit: str, language: str, licence: str, hidden: str, tmp_path: Path
+) -> None:
+    clone = _clone(bundle, tmp_path)
+    one = ("--rev-range", f"{commit}^..{commit}")
+    _build(clone, "newest", "--license", licence, *one, "--validate", "--runs", "1", "--jobs", "1")
+    report = TaskSuite.objects.get(name="newest").build_report
+    assert report["gate"]["passed"], report["gate"]
+    task = Task.objects.get(suite__name="newest")
+    assert (report["candidates"], report["built"], report["valid"]) == (1, 1, 1), task.validation_report["reasons"]
+    task = Task.objects.get(suite__name="newest")
+    assert task.metadata["language"] == language and task.metadata["source"] == "git_history"
+    spec = task_spec_for(task)
+    # Validation ran the hidden test file whole, on the base (these failed) and with the fix (they passed).
+    assert task.fail_to_pass and all(node.startswith(hidden) for node in task.fail_to_pass), task.fail_to_pass
+    assert not set(task.fail_to_pass) & set(task.pass_to_pass)
+    checks = {c["name"]: c["ok"] for c in task.validation_report["checks"]}
+    assert checks["fail_to_pass_nonempty"] and checks["reward_separates"], checks
+    scoring = load_spec()
+    assert score_patch(spec, task.expected_patch, scoring).reward == 1.0
+    assert score_patch(spec, "", scoring).reward <= 0
+    # The expected patch is code only; the tests it was committed with are hidden, not in it.
+    assert not any(lang_history.is_test(language, line.split(" b/")[-1])
+                   for line in task.expected_patch.splitlines() if line.startswith("diff --git"))  # fmt: skip
+
+
+def test_commits_the_runner_cannot_run_are_counted_by_reason(tmp_path: Path) -> None:
+    toml = _clone("real-repos-go/toml.bundle", tmp_path)
+    # The gate too goes back to the newest commit Go 1.19 can build; only the skip counts matter here.
+    _build(toml, "toml", "--max", "3", "--skip-gate")
+    report = TaskSuite.objects.get(name="toml").build_report
+    have = find_toolchain().version
+    assert have.startswith("go1.19"), have
+    assert report["skipped_by_reason"] == {lang_history.NEWER_GO: 2}, report
+    assert all("go 1.21 > the toolchain's 1.19" in s["detail"] for s in report["skipped"]), report["skipped"]
+    assert report["built"] == 1 and Task.objects.get(suite__name="toml").metadata["language"] == "go"
+
+    jsonrepair = _clone("real-repos-js/jsonrepair.bundle", tmp_path)
+    # Its oldest commits ran mocha: each is counted, with the runner named.
+    with pytest.raises(CommandError) as refused:
+        _build(jsonrepair, "mocha", "--max", "3", "--oldest-first", "--skip-gate")
+    assert f"'{lang_history.JS_RUNNER_UNSUPPORTED}': 3" in str(refused.value)
+
+
+def test_a_repository_whose_runner_is_unsupported_stops_at_the_gate_with_its_reason(tmp_path: Path) -> None:
+    luxon = _clone("real-repos-js/luxon.bundle", tmp_path)
+    with pytest.raises(CommandError) as refused:
+        _build(luxon, "luxon", "--max", "2")
+    assert "the repository gate failed" in str(refused.value)
+    gate = TaskSuite.objects.get(name="luxon").build_report["gate"]
+    assert not gate["passed"] and gate["reason"] == f"{lang_history.JS_RUNNER_UNSUPPORTED}: jest 29.4.3", gate
