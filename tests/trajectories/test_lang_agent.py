@@ -1,5 +1,6 @@
 """The agent in a Go and a JavaScript task: run_tests runs the task's own runner, the prompt names the
-language, and the scripted oracle's rollout, through the rollouts worker's function, scores 1.0.
+language, and the scripted oracle's rollout, through the rollouts worker's function, scores 1.0 and
+makes an SFT row with the prompt the agent saw.
 
 The tasks are tests/fixtures/lang_tasks' two, each with one visible test file added to its
 base (the fixtures' bases have none, so an agent's run_tests would have nothing to run): one test
@@ -8,18 +9,22 @@ that passes at the base and one that fails until the bug is fixed.
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from core.vocabulary import TrainingKind
 from rewards.services import score_trajectory
 from sandbox import Sandbox
 from sandbox.backends.bwrap import BwrapBackend
 from tasks.models import TaskSuite
 from tasks.services import import_task_dirs
 from tasks.spec import TaskSpec
+from training.data import prepare
+from training.models import TrainingSet
 from trajectories.agent import AgentTask, prompt
 from trajectories.batches import start_batch
 from trajectories.rollout_settings import RolloutSettings
@@ -141,4 +146,21 @@ def test_the_scripted_oracle_solves_the_task_with_reward_1(lang: Visible, tmp_pa
     counts = tests_step.extra["harness_tests"]
     assert (counts["passed"], counts["failed"], counts["valid"]) == (2, 0, True), tests_step.observation
     assert f"PASSED {lang.failing}" in tests_step.observation
-    assert score_trajectory(str(trajectory.trajectory_id)).reward == 1.0
+    reward = score_trajectory(str(trajectory.trajectory_id))
+    assert (reward.reward, reward.resolved) == (1.0, True)
+    # Its SFT row is the chat the agent had: the system prompt of its language, not Python's.
+    members = TrainingSet.objects.create(
+        name="lang",
+        version=1,
+        rule={"spec_version": reward.spec_version},
+        trajectory_ids=[str(trajectory.trajectory_id)],
+    )
+    train = prepare(TrainingKind.SFT, tmp_path / "run", training_set=members)
+    row = json.loads(train.path.read_text().splitlines()[0])
+    system = prompt_text(trajectory.prompt)
+    assert lang.prompt_says in system and row["messages"][0]["content"] == system
+
+
+def prompt_text(stored: str) -> str:
+    """The system prompt out of a trajectory's stored prompt (system prompt, blank line, statement)."""
+    return stored.split("\n\n", 1)[0]
