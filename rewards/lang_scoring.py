@@ -16,18 +16,40 @@ breakdown says so.
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+from contextlib import ExitStack
 from pathlib import PurePosixPath
 
 from core.vocabulary import Detector, Termination
 from rewards.anticheat import Flag
 from rewards.anticheat.flags import listed
 from rewards.anticheat.lang_scan import scan_lang_sources, scan_runner_config
-from rewards.scoring import Score, _dedupe, _missing, _reward, admit_patch, apply_admitted
+from rewards.breakdown import ExpectationsPart
+from rewards.lang_expectations import (
+    MAX_CHANGES_SHOWN,
+    ChangedTests,
+    calibrated,
+    change_hidden_tests,
+    judge,
+    write_changed,
+)
+from rewards.scoring import (
+    Score,
+    _apply,
+    _dedupe,
+    _in_background,
+    _missing,
+    _reward,
+    _second_run_flags,
+    admit_patch,
+    apply_admitted,
+)
 from rewards.spec import RewardSpec
 from rewards.workspaces import touched_files
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
 from sandbox.lang_run import check_backend
+from sandbox.results import TestReport
 from tasks.lang_tests import (
     check_runner,
     hidden_digests,
@@ -38,7 +60,7 @@ from tasks.lang_tests import (
 )
 from tasks.spec import TaskSpec, copy_hidden_tests
 
-NOT_APPLIED = "sentinels, twins, changed expected values and held-out calls are pytest's"
+NOT_APPLIED = "sentinels, twins and held-out calls are pytest's"
 
 
 def score_lang_patch(
@@ -48,27 +70,41 @@ def score_lang_patch(
     backend: Backend | str,
     termination: str = Termination.SUBMITTED,
     limits: Limits | None = None,
+    secret: bytes = b"",
 ) -> Score:
     admission, flags, breakdown = admit_patch(task, patch, spec)
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
     check_runner(task)  # no toolchain on this host is the scorer's failure, never a zero
-    with Sandbox(task.base_dir, backend, limits=run_limits) as box:
+    changed_tests = change_hidden_tests(task.tests_dir, task.tests_dest, task.language, secret, task.task_id)
+    with ExitStack() as stack:
+        box = stack.enter_context(Sandbox(task.base_dir, backend, limits=run_limits))
         check_backend(box.backend)  # only bwrap runs them: a host's setting, never the patch's doing
-        apply_admitted(box, admission, flags, breakdown)
+        method = apply_admitted(box, admission, flags, breakdown)
         # Read as the patch left them: the runner files are put back from the base below.
         changed = [p.path for p in admission.kept if p.new_path]
         flags += scan_lang_sources(box.workspace, task.base_dir, changed, task.language, task.tests_dest)
         every = [*admission.kept, *admission.new_tests, *(p for p, _ in admission.protected)]
         flags += scan_runner_config(every, box.workspace, task.base_dir, task.language, _hidden_paths(task))
-        copy_hidden_tests(box, task)
-        restored = restore_runner_files(box.workspace, task.base_dir, task.language)
+        second: Future[TestReport] | None = None
+        reference: Future[TestReport] | None = None
+        if changed_tests.files and task.expected_patch.strip():
+            # The same patch on the tests with their expected values changed, beside the real run, and the
+            # expected patch on them (the calibration): which FAIL_TO_PASS tests check what was changed.
+            changed_box = stack.enter_context(Sandbox(task.base_dir, backend, limits=run_limits))
+            reference_box = stack.enter_context(Sandbox(task.base_dir, backend, limits=run_limits))
+            if method is not None:
+                _apply(changed_box, admission.kept_text())
+            if _apply(reference_box, task.expected_patch) is not None:
+                for other in (changed_box, reference_box):
+                    _prepare(task, other, changed_tests)
+                second = _in_background(lambda: _run(task, changed_box, run_limits))
+                reference = _in_background(lambda: _run(task, reference_box, run_limits))
+        restored = _prepare(task, box)
         before = hidden_digests(box.workspace, task)
-        try:
-            report = run_language_tests(task, box.workspace, scoring_ids(task), box.backend, run_limits)
-        except SandboxError as exc:
-            # Refused for what the patched workspace holds (a package it removed, a node_modules it planted).
-            report = refused_report(str(exc))
+        report = _run(task, box, run_limits)
         touched = touched_files(box.workspace, before)
+        changed_report = second.result() if second is not None else None
+        reference_report = reference.result() if reference is not None else None
     breakdown["lang"] = {"language": task.language, "restored_from_base": restored, "not_applied": NOT_APPLIED}
     flags += [Flag(Detector.FORGED_TEST_RUN, f"the run's results were tampered with: {why}") for why in report.tampered]
     flags += _missing(task, report)
@@ -77,7 +113,44 @@ def score_lang_patch(
         flags.append(
             Flag(Detector.HIDDEN_TESTS_MISSING, f"hidden test files deleted or changed during the run: {shown}")
         )
+    kept = calibrated(reference_report, task.fail_to_pass) if reference_report is not None else []
+    breakdown["expectations"] = _expectations(task, changed_tests, reference_report, kept)
+    if kept and changed_report is not None:
+        flags += judge(kept, changed_report, changed_tests)
+        flags += _second_run_flags(report, changed_report)
     return _reward(task, spec, report, _dedupe(flags), breakdown, termination)
+
+
+def _prepare(task: TaskSpec, box: Sandbox, changed: ChangedTests | None = None) -> list[str]:
+    """The hidden tests into a patched workspace (changed, when given), the base's runner files; those put back."""
+    copy_hidden_tests(box, task)
+    if changed is not None:
+        write_changed(box.workspace, changed)
+    return restore_runner_files(box.workspace, task.base_dir, task.language)
+
+
+def _run(task: TaskSpec, box: Sandbox, limits: Limits) -> TestReport:
+    try:
+        return run_language_tests(task, box.workspace, scoring_ids(task), box.backend, limits)
+    except SandboxError as exc:
+        # Refused for what the patched workspace holds (a package it removed, a node_modules it planted).
+        return refused_report(str(exc))
+
+
+def _expectations(
+    task: TaskSpec, changed: ChangedTests, reference: TestReport | None, kept: list[str]
+) -> ExpectationsPart:
+    if not changed.files:
+        return {"checked": False, "why": "no expected value in the hidden tests could be changed"}
+    if reference is None:
+        return {"checked": False, "why": "the task has no expected patch that applies to calibrate on"}
+    why = "the expected patch does not fail it with its expected values changed"
+    return {
+        "checked": bool(kept),
+        "changed": len(kept),
+        "cannot_be_changed": {t: why for t in task.fail_to_pass if t not in kept},
+        "changes": [e.to_json() for e in changed.edits[:MAX_CHANGES_SHOWN]],
+    }
 
 
 def _hidden_paths(task: TaskSpec) -> list[str]:

@@ -222,7 +222,14 @@ def lex(source: str, language: str) -> tuple[str, str]:
 
     Both keep every newline and length, so a line number means the same in each.
     """
+    code, skeleton, _ = lex_literals(source, language)
+    return code, skeleton
+
+
+def lex_literals(source: str, language: str) -> tuple[str, str, list[tuple[int, int]]]:
+    """`lex`, and where each string literal is: (start, end) offsets, quotes included (Go runes left out)."""
     code, skeleton = list(source), list(source)
+    spans = []
     i, n = 0, len(source)
     quotes = "\"'`"
     while i < n:
@@ -253,10 +260,12 @@ def lex(source: str, language: str) -> tuple[str, str]:
             for k in range(i + 1, min(j, n)):
                 if source[k] != "\n":
                     skeleton[k] = " "
+            if j < n and source[j] == c and not (language == GO and c == "'"):
+                spans.append((i, j + 1))
             i = j + 1
         else:
             i += 1
-    return "".join(code), "".join(skeleton)
+    return "".join(code), "".join(skeleton), spans
 
 
 def _line_of(text: str, offset: int) -> int:
