@@ -22,6 +22,9 @@ from django.db.models import QuerySet
 
 from patches.build import text_patch
 from patches.render import render
+from sandbox.backends.base import SandboxError
+from sandbox.outcomes_js import JsRunner
+from tasks.lang_tests import GO, JAVASCRIPT, js_runner, language_of
 from tasks.models import Task
 from tasks.storage import iter_tree, tree_path
 
@@ -30,6 +33,10 @@ CHUNK_TASKS = 200
 # task's hidden tests are source files, and one huge fixture must not blow a JSONL line up.
 MAX_HIDDEN_TEST_BYTES = 1 << 20
 TEXT = "utf-8"
+# A SWE-bench row's test_cmd for a task whose runner is not pytest (Crucible runs the listed ids itself).
+GO_TEST_CMD = "go test -json -count=1 ./..."
+VITEST_TEST_CMD = "npx vitest run"
+JEST_TEST_CMD = "npx jest --ci"
 
 
 class TaskExportError(ValueError):
@@ -107,10 +114,29 @@ def test_patch(task: Task) -> str:
     return render(pieces)
 
 
+def swebench_test_cmd(task: Task) -> str:
+    """The command that runs the task's tests: a Go or JavaScript task's runner, whatever test_command says."""
+    language = language_of(task.metadata)
+    if language == GO:
+        return GO_TEST_CMD
+    if language == JAVASCRIPT:
+        try:
+            runner = js_runner(tree_path(task.snapshot_hash))
+        except SandboxError as exc:
+            raise TaskExportError(f"task {task.task_id}: {exc}") from None
+        return JEST_TEST_CMD if runner is JsRunner.JEST else VITEST_TEST_CMD
+    return task.test_command
+
+
 def swebench_instance(task: Task) -> dict[str, Any]:
-    """A SWE-bench instance: what `import_tasks FILE.jsonl --repos DIR` reads back into the same task."""
+    """A SWE-bench instance: what `import_tasks FILE.jsonl --repos DIR` reads back into the same task.
+
+    `language` is the task's ("python", "go", "javascript"), as Multi-SWE-bench's rows name one;
+    FAIL_TO_PASS and PASS_TO_PASS are in the runner's own ids (docs/languages.md).
+    """
     meta = task.metadata
     return {
+        "language": language_of(meta),
         "instance_id": task.task_id,
         "repo": task.repo,
         "base_commit": task.base_commit,
@@ -123,7 +149,7 @@ def swebench_instance(task: Task) -> dict[str, Any]:
         "FAIL_TO_PASS": json.dumps(task.fail_to_pass),
         "PASS_TO_PASS": json.dumps(task.pass_to_pass),
         "environment_setup_commit": meta.get("environment_setup_commit", task.base_commit),
-        "test_cmd": task.test_command,
+        "test_cmd": swebench_test_cmd(task),
         # Only when known: the importer keeps it in the metadata, so an invented one would change the task.
         **({"version": meta["version"]} if isinstance(meta.get("version"), str) else {}),
     }

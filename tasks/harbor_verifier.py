@@ -20,6 +20,7 @@ import os
 import shutil
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 from xml.etree import ElementTree
@@ -164,12 +165,16 @@ def outcomes(report: bytes) -> dict[str, bool]:
     return seen
 
 
-def verdict(report: bytes | None, meta: dict[str, Any], problem: str = "") -> dict[str, Any]:
+def verdict(
+    report: bytes | None, meta: dict[str, Any], problem: str = "", read: Callable[[bytes], dict[str, bool]] = outcomes
+) -> dict[str, Any]:
+    """`read` turns the report into each test id's pass: the JUnit reader here, Go's or JavaScript's
+    in crucible_lang_verify.py."""
     fail_to_pass, pass_to_pass = wanted(meta)
     seen = {}
     if report is not None and not problem:
         try:
-            seen = outcomes(report)
+            seen = read(report)
         except VerifyError as exc:
             problem = str(exc)
     missing = [t for t in (*fail_to_pass, *pass_to_pass) if not seen.get(t, False)]
