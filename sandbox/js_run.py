@@ -43,7 +43,6 @@ JEST_ENTRY = f"{MODULES}/jest/bin/jest.js"
 # the harness's own lock, installed once per host like a repository's: a repository's jest-junit,
 # if it has one, is never loaded, so neither its version nor its settings shape the XML.
 JEST_JUNIT_LOCK = Path(__file__).resolve().parent / "js_harness" / "jest-junit"
-JEST_WORKERS = 2
 # Every option jest-junit reads from its environment, pinned: the environment comes before its
 # options in a package.json "jest-junit" key, which would otherwise choose the file, the ids' shape
 # and modules to require. "." is the empty file prefix (path.join drops it).
@@ -66,6 +65,18 @@ MAX_SCANNED = 20_000
 # at 2 GiB Vite's lexer cannot instantiate its Wasm. Real memory is still the cgroup's to bound.
 DEFAULT_LIMITS = Limits(memory_mb=4096)
 MIN_MEMORY_MB = 3072
+# What the runner's own process reserves grows with the host's cores: Rolldown's thread pools (tokio,
+# rayon) and glibc's malloc arenas (up to 8 per core, 64 MiB of address space each) are sized by
+# them, and so are the runners' worker counts. Unpinned, a real suite (tough-cookie's 24 files) aborts
+# with std::bad_alloc at 4096 MiB once they are sized for 16 cores; pinned, it needs the same on any host.
+THREAD_ENV = {
+    "MALLOC_ARENA_MAX": "2",
+    "UV_THREADPOOL_SIZE": "4",
+    "RAYON_NUM_THREADS": "2",
+    "TOKIO_WORKER_THREADS": "2",
+    "ROLLDOWN_WORKER_THREADS": "2",
+}
+WORKERS = 2
 # Characters a glob would read as syntax (tinyglobby / picomatch): each is matched literally once escaped.
 _GLOB_SPECIAL = re.compile(r"([*?\[\]{}()!+@|,])")
 _REGEX_SPECIAL = re.compile(r"([\\^$.*+?()\[\]{}|/-])")
@@ -80,6 +91,7 @@ export default {{
     outputFile: {{ junit: {junit}, json: {summary} }},
     testNamePattern: {pattern},
     watch: false,
+    maxWorkers: {workers},
     // As in NODE_OPTIONS (run_js_tests): the workers' Wasm within the sandbox's address-space limit.
     execArgv: ["--disable-wasm-trap-handler"],
     allowOnly: false,
@@ -142,6 +154,7 @@ def vitest_config(files: Sequence[str], pattern: str | None, dirs: RunDirs) -> s
         junit=js_string(dirs.report(JUNIT)),
         summary=js_string(dirs.report(SUMMARY)),
         pattern=f"new RegExp({js_string(pattern)})" if pattern is not None else "undefined",
+        workers=WORKERS,
     )
 
 
@@ -182,7 +195,7 @@ def jest_config(files: Sequence[str], pattern: str | None, modules: Path, junit:
         "watchman": False,
         "collectCoverage": False,
         "ci": True,
-        "maxWorkers": JEST_WORKERS,
+        "maxWorkers": WORKERS,
     }
     if pattern is None:
         del config["testNamePattern"]
@@ -219,6 +232,7 @@ def vitest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tupl
         "NO_COLOR": "1",
         "FORCE_COLOR": "0",
         "TZ": "UTC",
+        **THREAD_ENV,
     }
     binds = [(modules, f"{WORKSPACE_MOUNT}/node_modules")]
     harness = {CONFIG: vitest_config(files, pattern, dirs)}
@@ -242,6 +256,7 @@ def jest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tuple[
         "NO_COLOR": "1",
         "FORCE_COLOR": "0",
         "TZ": "UTC",
+        **THREAD_ENV,
         **JEST_JUNIT_ENV,
         "JEST_JUNIT_OUTPUT_FILE": dirs.report(JUNIT),
         # Not the workspace: jest-junit requires these files, when they exist, into the reporter.
