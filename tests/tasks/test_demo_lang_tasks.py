@@ -53,6 +53,7 @@ def test_verify_demo_validates_them_and_leaves_the_reward_check_to_the_python_su
         call_command("verify_demo", stdout=io.StringIO())
     runs = {run.suite.name: run for run in ValidationRun.objects.select_related("suite")}
     assert set(SUITES) <= set(runs) and {runs[name].pk for name in SUITES} <= set(sent)
+    assert [runs[name].runs for name in SUITES] == [1, 1] and runs["demo"].runs == 3
     assert not RewardCheck.objects.filter(suite__name__in=SUITES).exists()
 
 
