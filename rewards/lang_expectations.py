@@ -7,8 +7,10 @@ hidden test files' text with the lexer of rewards.anticheat.lang_scan:
 - JavaScript: the literals (strings, numbers) in the argument of `.toBe(`, `.toEqual(`,
   `.toStrictEqual(` and `.toMatchObject(`;
 - Go: the literals on the far side of `!=` / `==` in a condition (up to the `{`, `;`, `&&`, `||`
-  that ends the operand: `if got := F(x); got != "want" {`), and those in the arguments of an
-  `Equal(` / `DeepEqual(` call (`!got.Equal(Amount{1250})`, testify's `assert.Equal(t, 3, got)`).
+  that ends the operand: `if got := F(x); got != "want" {`), those in the arguments of an
+  `Equal(` / `DeepEqual(` call (`!got.Equal(Amount{1250})`, testify's `assert.Equal(t, 3, got)`),
+  and those given to a name Go tests use for expected values (`want := []int{1, 2}`, a table's
+  `want: "x",`; also `expected`, `exp`).
 
 A string gets a suffix and a number a digit, both keyed by the deployment's secret, so a patch
 cannot know what the changed values are. The expected patch is run on the changed tests first
@@ -34,8 +36,10 @@ from sandbox.results import Outcome, TestReport
 JS_MATCHERS = re.compile(r"\.\s*(toBe|toEqual|toStrictEqual|toMatchObject)\s*\(")
 GO_COMPARISON = re.compile(r"[!=]=(?!=)")
 GO_EQUAL_CALL = re.compile(r"\b(Equal|Equals|DeepEqual|EqualValues|Exactly)\s*\(")
+# `want := [][]int{{1, 2}}` and a table's `want: "x",`: the names Go tests give expected values.
+GO_WANT = re.compile(r"\b(want|wanted|expected|expect|exp)\w*\s*(:?=(?!=)|:)")
 # A decimal number that is a whole token: not part of a name, an exponent, a hex or a BigInt.
-NUMBER = re.compile(r"(?<![\w.$])([1-9]\d*(\.\d+)?|0\.\d+)(?![\w.])")
+NUMBER = re.compile(r"(?<![\w.$])([1-9]\d*(\.\d+)?|0\.\d+|0)(?![\w.])")
 MAX_TEST_BYTES = 1_000_000
 MAX_CHANGES_SHOWN = 20
 
@@ -66,13 +70,13 @@ def _key(secret: bytes, task_id: str) -> tuple[str, str]:
     return "~" + suffix, str(1 + digest[4] % 9)
 
 
-def _operand_end(skeleton: str, start: int) -> int:
+def _operand_end(skeleton: str, start: int, stops: str = ";\n") -> int:
     """Where the operand that starts at `start` ends: `;`, `&&`, `||`, the end of the line, the `{` of
     the block (after a space; `Amount{1250}` is a composite literal), or a bracket it did not open."""
     depth = 0
     for i in range(start, len(skeleton)):
         c = skeleton[i]
-        if depth == 0 and (c in ";\n" or skeleton.startswith(("&&", "||"), i)):
+        if depth == 0 and (c in stops or skeleton.startswith(("&&", "||"), i)):
             return i
         if c == "{" and depth == 0 and skeleton[i - 1].isspace():
             return i
@@ -101,6 +105,9 @@ def _regions(skeleton: str, language: str) -> list[tuple[int, int]]:
     if language == GO:
         found = [(m.end(), _operand_end(skeleton, m.end())) for m in GO_COMPARISON.finditer(skeleton)]
         found += [(m.end(), _call_end(skeleton, m.end() - 1)) for m in GO_EQUAL_CALL.finditer(skeleton)]
+        for m in GO_WANT.finditer(skeleton):
+            stops = ";\n," if m.group(2) == ":" else ";\n"  # a table's field ends at its comma
+            found.append((m.end(), _operand_end(skeleton, m.end(), stops)))
         return found
     return [(m.end(), _call_end(skeleton, m.end() - 1)) for m in JS_MATCHERS.finditer(skeleton)]
 
@@ -115,7 +122,8 @@ def change_source(source: str, language: str, suffix: str, digit: str) -> tuple[
             if start <= s and e <= end:
                 inside[s] = (e, source[s : e - 1] + suffix + source[e - 1])
         for m in NUMBER.finditer(skeleton, start, end):
-            inside.setdefault(m.start(), (m.end(), m.group(0) + digit))
+            # A lone 0 is replaced: "07" is octal in Go and a syntax error in strict JavaScript.
+            inside.setdefault(m.start(), (m.end(), digit if m.group(0) == "0" else m.group(0) + digit))
     out, changes, last = [], [], 0
     for s in sorted(inside):
         e, replacement = inside[s]

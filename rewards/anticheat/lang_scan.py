@@ -84,7 +84,13 @@ GO_RULES = (
 )
 GO_DIRECTIVES = (
     _rule(TAMPERING, "a //go:linkname reaches into the runtime or testing package", r"^\s*//go:linkname\b"),
-    _rule(ORACLE, "a //go:embed that can take in Go files (the hidden tests)", r"^\s*//go:embed\s.*(\*|\.go\b|_test)"),
+    # The package's own folder (".", or a wildcard there), or a pattern naming Go or test files; a data
+    # folder ("tests/*", "static/*.css") is not where a Go package's hidden tests go.
+    _rule(
+        ORACLE,
+        "a //go:embed that can take in Go files (the hidden tests)",
+        r"^\s*//go:embed\s(.*\s)?(\"?(all:)?([^\s/\"]*\*[^\s/\"]*|\.)\"?(\s|$)|\S*(\.go\b|_test))",
+    ),
 )
 GO_EXITS = re.compile(
     r"\b(os\.Exit|syscall\.Exit|unix\.Exit|syscall\.RawSyscall6?|syscall\.Syscall6?|runtime\.Goexit)\s*\("

@@ -478,6 +478,12 @@ def test_each_honest_variant_with_the_fix_scores_one_unflagged(
         ("go", 'if got, ok := Parse("0.7"); !ok || !got.Equal(Amount{70}) {\n', ["70"], ['"0.7"']),
         ("go", 'assert.Equal(t, 3, Count("a b c"))\nif n != 0x10 {\n', ["3", '"a b c"'], ["0x10"]),
         (
+            "go",
+            'if got := Mean(nil); got != 0 {\n}\nwant := [][]int{{1, 2}}\ncases := []c{{in: "a", want: "b"}}\n',
+            ["0", "1", "2", '"b"'],
+            ['"a"'],
+        ),
+        (
             "javascript",
             'expect(slugify("A b", 2)).toBe("a-b"); // .toBe("x")\nexpect(f(1)).toEqual({ k: [1.5, `t`] });\n',
             ['"a-b"', "1.5", "`t`"],
@@ -490,5 +496,5 @@ def test_expected_values_are_changed_and_inputs_are_not(
 ) -> None:
     text, edits = change_source(source, language, "~k", "7")
     assert sorted(before for _, before, _ in edits) == sorted(changed)
-    assert all(after in (before[:-1] + "~k" + before[-1], before + "7") for _, before, after in edits)
+    assert all(after in (before[:-1] + "~k" + before[-1], before + "7", "7") for _, before, after in edits)
     assert all(k in text for k in kept)
