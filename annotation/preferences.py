@@ -129,11 +129,11 @@ def _row(
     a, b = comparison.trajectory_a, comparison.trajectory_b
     chosen, rejected = (b, a) if found == ComparisonChoice.B else (a, b)
     statement = comparison.task.statement if comparison.task is not None else a.prompt
-    prompt = prompt_messages(statement)
+    language = comparison.task.language if comparison.task is not None else a.language
     row: dict[str, Any] = {
-        "prompt": prompt,
-        "chosen": pair_side(statement, steps.get(chosen.pk, []), chosen.patch, sides),
-        "rejected": pair_side(statement, steps.get(rejected.pk, []), rejected.patch, sides),
+        "prompt": prompt_messages(statement, language),
+        "chosen": pair_side(statement, steps.get(chosen.pk, []), chosen.patch, sides, language),
+        "rejected": pair_side(statement, steps.get(rejected.pk, []), rejected.patch, sides, language),
         "tools": TOOLS_JSON,
     }
     if margin:

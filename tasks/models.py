@@ -4,6 +4,7 @@ from django.db import models
 
 from core.limits import TASK_ID_MAX
 from core.vocabulary import RunStatus, Split, TaskSource, ValidationStatus, choices
+from tasks.lang_tests import PYTHON, language_of
 
 
 class TaskSuite(models.Model):
@@ -68,6 +69,12 @@ class Task(models.Model):
 
     def __str__(self) -> str:
         return self.task_id
+
+    @property
+    def language(self) -> str:
+        """The language its metadata names (tasks.lang_tests): what runs its tests and what the
+        agent's system prompt says; "python" when it names none."""
+        return language_of(self.metadata) if isinstance(self.metadata, dict) else PYTHON
 
 
 class ValidationRun(models.Model):

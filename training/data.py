@@ -25,7 +25,6 @@ from annotation.models import ComparisonSet
 from annotation.preferences import iter_preference_rows
 from core.vocabulary import PairSides, TrainingKind
 from rewards.models import Reward
-from tasks.lang_tests import PYTHON, language_of
 from tasks.models import Task
 from tasks.storage import tree_path
 from training.models import TrainingSet
@@ -165,24 +164,19 @@ def _statement(trajectory: Trajectory) -> str:
     return trajectory.task.statement if trajectory.task is not None else trajectory.prompt
 
 
-def _language(task: Task | None) -> str:
-    """The task's language (tasks.lang_tests): the system prompt the agent saw names it."""
-    return language_of(task.metadata) if task is not None and isinstance(task.metadata, dict) else PYTHON
-
-
 def _steps(trajectory: Trajectory) -> Iterator[RecordedStep]:
     steps = trajectory.steps.order_by("step").values_list("action_type", "action_input", "thought", "observation")
     return (RecordedStep(*row) for row in steps)
 
 
 def _chat(trajectory: Trajectory) -> list[dict[str, Any]]:
-    return conversation(_statement(trajectory), _steps(trajectory), _language(trajectory.task))
+    return conversation(_statement(trajectory), _steps(trajectory), trajectory.language)
 
 
 def _judged(trajectory: Trajectory, sides: PairSides) -> list[dict[str, Any]]:
     """One side of a pair after the prompt (the patch alone skips reading the steps)."""
     steps = _steps(trajectory) if sides is PairSides.TURNS else iter(())
-    return pair_side(_statement(trajectory), steps, trajectory.patch, sides, _language(trajectory.task))
+    return pair_side(_statement(trajectory), steps, trajectory.patch, sides, trajectory.language)
 
 
 def _rows_from_set(
@@ -222,7 +216,7 @@ def _pairs(
             if best_reward.reward <= worst_reward.reward:
                 break
             row = {
-                "prompt": prompt_messages(_statement(best), _language(best.task)),
+                "prompt": prompt_messages(_statement(best), best.language),
                 "chosen": _judged(best, sides),
                 "rejected": _judged(worst, sides),
                 "task_id": task_ref,
@@ -238,7 +232,7 @@ def _pairs(
 
 def _grpo_row(task: Task, run_dir: Path) -> dict[str, Any]:
     return {
-        "prompt": prompt_messages(task.statement, _language(task)),
+        "prompt": prompt_messages(task.statement, task.language),
         "task_id": task.task_id,
         "task_dir": str(write_task_dir(task, run_dir / "tasks")),
     }

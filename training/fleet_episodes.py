@@ -24,7 +24,7 @@ from typing import Any
 from core.vocabulary import PolicyKind
 from tasks.models import Task
 from trajectories.batches import cancel_batch, start_batch
-from trajectories.exports import iter_trajectory_lines
+from trajectories.exports import TaskPrompts, iter_trajectory_lines
 from trajectories.models import RolloutBatch, Trajectory
 from trajectories.rollout_settings import RolloutError, RolloutSettings
 
@@ -187,15 +187,13 @@ def episodes(batch_ids: list[int]) -> list[dict[str, Any]]:
     """The batches' trajectories as exported (final reward as scored), with their status and statement."""
     queryset = Trajectory.objects.filter(batch_id__in=batch_ids)
     known = {str(t): (s, i) for t, s, i in queryset.values_list("trajectory_id", "status", "sample_index")}
-    statements: dict[str, str] = {}
+    prompts = TaskPrompts()
     found = []
     for line in iter_trajectory_lines(queryset):
         record = json.loads(line)
-        task_id = record["task_id"]
-        if task_id not in statements:
-            statements[task_id] = Task.objects.filter(task_id=task_id).values_list("statement", flat=True).first() or ""
         status, sample = known[record["trajectory_id"]]
-        found.append({"status": status, "sample": sample, "statement": statements[task_id], "record": record})
+        shown = {"statement": prompts(record), "language": prompts.language(record)}
+        found.append({"status": status, "sample": sample, **shown, "record": record})
     return sorted(found, key=lambda e: (e["record"]["task_id"], e["sample"] or 0))
 
 

@@ -93,7 +93,7 @@ def trajectory_score(checkpoint_id: int, path: str, trajectory: Trajectory) -> f
         )
     ]
     # The same rendering the reward trainer saw: the policy's chat and the patch it submitted, with the tool schemas.
-    messages = [plain_message(m) for m in judged_conversation(statement, steps, trajectory.patch)]
+    messages = [plain_message(m) for m in judged_conversation(statement, steps, trajectory.patch, trajectory.language)]
     text = tokenizer.apply_chat_template(messages, tools=TOOLS, tokenize=False)
     inputs = tokenizer(text, truncation=True, max_length=MAX_TOKENS, return_tensors="pt")
     with torch.inference_mode():

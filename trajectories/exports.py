@@ -12,6 +12,8 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from core.vocabulary import TrajectoryStatus
+from tasks.lang_tests import PYTHON
+from tasks.models import Task
 from trajectories.models import Step, Trajectory
 from trajectories.schema import format_time, record_bytes
 
@@ -210,3 +212,25 @@ def _sqlite_stamp(value: str | None) -> str | None:
         return f"{value[:10]}T{value[11:]}Z"
     parsed = datetime.fromisoformat(value)
     return format_time(parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC))
+
+
+class TaskPrompts:
+    """What the policy was shown of each exported record's task, looked up once per task id: the
+    statement (the record's own prompt for a task we do not hold) and the language its system
+    prompt named (trajectories.agent.system_prompt)."""
+
+    def __init__(self) -> None:
+        self.known: dict[str, tuple[str, str]] = {}
+
+    def _facts(self, record: dict[str, Any]) -> tuple[str, str]:
+        task_id = record["task_id"]
+        if task_id not in self.known:
+            task = Task.objects.filter(task_id=task_id).only("statement", "metadata").first()
+            self.known[task_id] = (task.statement, task.language) if task is not None else ("", PYTHON)
+        return self.known[task_id]
+
+    def __call__(self, record: dict[str, Any]) -> str:
+        return self._facts(record)[0] or record.get("prompt") or ""
+
+    def language(self, record: dict[str, Any]) -> str:
+        return self._facts(record)[1]

@@ -4,6 +4,7 @@ from django.db import models
 
 from core.limits import TASK_ID_MAX
 from core.vocabulary import DEFAULT_BACKEND, RunStatus, Termination, TrajectorySource, TrajectoryStatus, choices
+from tasks.lang_tests import PYTHON
 from tasks.models import Task, TaskSuite
 
 
@@ -82,6 +83,11 @@ class Trajectory(models.Model):
 
     def __str__(self) -> str:
         return str(self.trajectory_id)
+
+    @property
+    def language(self) -> str:
+        """Its task's language (Task.language); "python" for a trajectory of no task we hold."""
+        return self.task.language if self.task is not None else PYTHON
 
     @property
     def is_scored(self) -> bool:

@@ -147,8 +147,8 @@ def build_transcript(trajectory: Trajectory, page: int = 1) -> Transcript:
     ]  # fmt: skip
     for row in rows:
         row["thought"], row["observation"] = row["thought_cut"], row["observation_cut"]
-    messages = conversation(statement_of(trajectory), _recorded(rows))
-    base = len(conversation(statement_of(trajectory), []))
+    messages = conversation(statement_of(trajectory), _recorded(rows), trajectory.language)
+    base = len(conversation(statement_of(trajectory), [], trajectory.language))
     per_step = (len(messages) - base) // len(rows) if rows else 0
     lengths = {"thought": [r["thought_len"] for r in rows], "observation": [r["observation_len"] for r in rows]}
     totals = model_totals(trajectory)
@@ -192,4 +192,4 @@ def request_messages(trajectory: Trajectory, number: int) -> list[dict[str, Any]
     ]
     if not _steps(trajectory).filter(step=number).exists():
         raise TranscriptError(f"this trajectory has no step {number}")
-    return conversation(statement_of(trajectory), _recorded(rows))
+    return conversation(statement_of(trajectory), _recorded(rows), trajectory.language)

@@ -31,7 +31,7 @@ from tasks.harbor import harbor_files
 from tasks.models import Task, TaskSuite
 from training.queries import export_lines, find_training_set
 from trajectories.conversation import TOOLS, RecordedStep, conversation
-from trajectories.exports import ExportLine, finished_only, iter_trajectory_lines_redacted_with
+from trajectories.exports import ExportLine, TaskPrompts, finished_only, iter_trajectory_lines_redacted_with
 from trajectories.interchange.episodes import EpisodeError, episode, load_tokenizer
 from trajectories.interchange.predictions import prediction
 from trajectories.interchange.subagents import atif_documents
@@ -145,30 +145,16 @@ def _training_set(options: ExportOptions) -> Any:
     return found
 
 
-class Statements:
-    """Task statements by task id, looked up once per task: what the policy was shown."""
-
-    def __init__(self) -> None:
-        self.known: dict[str, str] = {}
-
-    def __call__(self, record: dict[str, Any]) -> str:
-        task_id = record["task_id"]
-        if task_id not in self.known:
-            found = Task.objects.filter(task_id=task_id).values_list("statement", flat=True).first()
-            self.known[task_id] = found if found is not None else ""
-        return self.known[task_id] or record.get("prompt") or ""
-
-
 def _sft_rows(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """TRL's conversational format with tool calls: `messages` and `tools`, plus lineage."""
-    statement = Statements()
+    prompts = TaskPrompts()
     for record in records:
         steps = (
             RecordedStep(s["action_type"], s["action_input"], s.get("thought") or "", s.get("observation") or "")
             for s in record["steps"]
         )
         yield {
-            "messages": conversation(statement(record), steps),
+            "messages": conversation(prompts(record), steps, prompts.language(record)),
             "tools": TOOLS,
             "trajectory_id": record["trajectory_id"],
             "task_id": record["task_id"],
@@ -178,9 +164,9 @@ def _sft_rows(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 
 def _episodes(records: Iterable[dict[str, Any]], tokenizer: Any) -> Iterator[dict[str, Any]]:
-    statement = Statements()
+    prompts = TaskPrompts()
     for record in records:
-        yield episode(tokenizer, record, statement(record))
+        yield episode(tokenizer, record, prompts(record), prompts.language(record))
 
 
 # --- the table of kinds x formats ----------------------------------------------------------
@@ -253,7 +239,7 @@ def _as_predictions(rows: Rows, options: ExportOptions) -> Rows:
 
 def _as_atif(rows: Rows, options: ExportOptions) -> Rows:
     # A subagent goes out inside its parent's document, not as one of its own.
-    return Rows(atif_documents(rows.rows, Statements()), rows.total, rows.unit, "ATIF trajectories", "trajectory")
+    return Rows(atif_documents(rows.rows, TaskPrompts()), rows.total, rows.unit, "ATIF trajectories", "trajectory")
 
 
 def _as_episodes(rows: Rows, options: ExportOptions) -> Rows:

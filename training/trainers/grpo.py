@@ -41,7 +41,7 @@ from training.trainers.grpo_env import (
     tool_call_validity,
 )
 from training.trainers.grpo_fleet import Fleet, fleet_prompt
-from trajectories.agent import SYSTEM_PROMPT
+from trajectories.agent import system_prompt
 
 GRPO_KEYS = ("prompt", "task_id", "task_dir")
 
@@ -55,12 +55,13 @@ def grpo_rows(config: TrainerConfig, scorer: Scorer) -> list[dict[str, Any]]:
         except TrainerError as exc:
             raise TrainerError(f"row {number}: {exc}") from None
         statement = statement_of(row["prompt"])
+        language = scorer.task(task_dir).language  # the system prompt names it, as the agent's does
         if config.mode == "single_turn":
-            prompt = single_turn_prompt(statement, task_dir)
+            prompt = single_turn_prompt(statement, task_dir, language)
         elif config.episodes == "fleet":
             prompt = fleet_prompt(statement, str(row["task_id"]))
         else:
-            prompt = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": statement}]
+            prompt = [{"role": "system", "content": system_prompt(language)}, {"role": "user", "content": statement}]
         rows.append({"prompt": prompt, "task_id": str(row["task_id"]), "task_dir": task_dir})
     return rows
 

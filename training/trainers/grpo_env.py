@@ -21,16 +21,26 @@ from rewards.scoring import Score, score_patch
 from rewards.spec import RewardSpec, load_spec
 from sandbox import Sandbox, SandboxError
 from sandbox.names import DEFAULT_BACKEND
+from tasks.lang_tests import GO, JAVASCRIPT, PYTHON
 from tasks.spec import TaskSpec, task_environment
 from training.trainers.common import TrainerError, log
+from trajectories.lang_runs import LanguageRunner
 from trajectories.tools import TOOL_ACTION_TYPES, bound, run_tool
 
 # What a single-turn prompt shows of each file the task is about (a 135M model's context is 8k).
 MAX_FILE_CHARS = 6000
 MAX_COMPLETION_CHARS = 20000  # kept in a rollout event
-PATCH_SYSTEM_PROMPT = """You are a software engineer fixing a bug in a Python repository.
+_PATCH_PROMPT = """You are a software engineer fixing a bug in a {language} repository.
 Reply with the fix as one unified diff (git format: diff --git a/PATH b/PATH, ---/+++ lines, @@ hunks)
 and nothing else. Paths are relative to the repository root."""
+_LANGUAGE_NAMES = {PYTHON: "Python", GO: "Go", JAVASCRIPT: "JavaScript/TypeScript"}
+
+
+def patch_system_prompt(language: str = PYTHON) -> str:
+    """The single-turn system prompt of a task in `language` (Python's is the one runs were made with)."""
+    return _PATCH_PROMPT.format(language=_LANGUAGE_NAMES.get(language, _LANGUAGE_NAMES[PYTHON]))
+
+
 _DIFF_START = re.compile(r"^(diff --git |--- )", re.MULTILINE)
 _FENCE = re.compile(r"^```[a-zA-Z0-9_-]*\s*$", re.MULTILINE)
 
@@ -93,7 +103,7 @@ def relevant_files(task_dir: str) -> list[str]:
         return []
 
 
-def single_turn_prompt(statement: str, task_dir: str) -> list[dict[str, str]]:
+def single_turn_prompt(statement: str, task_dir: str, language: str = PYTHON) -> list[dict[str, str]]:
     """The statement plus the relevant files, asking for a diff: the model writes the patch at once."""
     base = Path(task_dir) / "repo_snapshot"
     parts = [statement.strip()]
@@ -104,7 +114,8 @@ def single_turn_prompt(statement: str, task_dir: str) -> list[dict[str, str]]:
             continue
         shown, _ = bound(text, MAX_FILE_CHARS)
         parts.append(f"File {name}:\n```\n{shown}\n```")
-    return [{"role": "system", "content": PATCH_SYSTEM_PROMPT}, {"role": "user", "content": "\n\n".join(parts)}]
+    system = patch_system_prompt(language)
+    return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
 
 
 def statement_of(prompt: Any) -> str:
@@ -190,6 +201,7 @@ class CrucibleEnv:
         self.task_dir = ""
         self.task_id = ""
         self.visible_tests: list[str] = []
+        self.runner: LanguageRunner | None = None  # a Go or JavaScript task's test runner
         self.submitted = False
         CrucibleEnv._live.append(self)
 
@@ -202,6 +214,7 @@ class CrucibleEnv:
         assert self.scorer is not None
         task = self.scorer.task(self.task_dir)
         self.visible_tests = []
+        self.runner = LanguageRunner.of(task)
         self.box = Sandbox(task.base_dir, self.scorer.backend, environment=task_environment(task))
         return None
 
@@ -218,7 +231,7 @@ class CrucibleEnv:
             return "error: no task is open"
         if self.submitted:
             return "error: already submitted"
-        result = run_tool(self.box, tool, arguments, self.visible_tests, self.command_timeout)
+        result = run_tool(self.box, tool, arguments, self.visible_tests, self.command_timeout, self.runner)
         return result.observation
 
     def read_file(self, path: str) -> str:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.names import DEFAULT_BACKEND
+from tasks.lang_tests import PYTHON
 from training.trainers.common import TrainerConfig, TrainerError, emit, log
 from training.trainers.policy_server import PolicyServer, policy_version
 from trajectories.schema import MODEL_CALL
@@ -245,7 +246,8 @@ class Fleet:
             empty.dropped = f"episode {entry.get('status')}"
             return empty
         try:
-            tokens = episode(self.tokenizer, record, str(entry.get("statement") or ""))
+            shown = str(entry.get("statement") or ""), str(entry.get("language") or PYTHON)
+            tokens = episode(self.tokenizer, record, *shown)
         except EpisodeError as exc:
             empty.dropped = f"not tokenizable: {exc}"
             return empty

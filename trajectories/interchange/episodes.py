@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeGuard
 
+from tasks.lang_tests import PYTHON
 from trajectories.conversation import TOOLS, RecordedStep, conversation
 from trajectories.schema import MODEL_CALL
 
@@ -108,7 +109,7 @@ def _mismatches(trajectory: dict[str, Any], rendered: list[list[int]], special: 
     return count
 
 
-def episode(tokenizer: Any, trajectory: dict[str, Any], statement: str) -> dict[str, Any]:
+def episode(tokenizer: Any, trajectory: dict[str, Any], statement: str, language: str = PYTHON) -> dict[str, Any]:
     """The episode in the sampled tokens when every step has them, else rendered (and any mismatch counted)."""
     head = {"trajectory_id": trajectory["trajectory_id"], "task_id": trajectory["task_id"]}
     tail = {"reward": trajectory.get("final_reward"), "success": trajectory.get("success")}
@@ -116,17 +117,19 @@ def episode(tokenizer: Any, trajectory: dict[str, Any], statement: str) -> dict[
     faithful = _from_samples(turns) if turns else None
     if faithful is not None:
         return {**head, **faithful, **tail, "token_source": "sampled", "retokenization_mismatches": 0}
-    rendered, assistant_ids = _rendered(tokenizer, trajectory, statement)
+    rendered, assistant_ids = _rendered(tokenizer, trajectory, statement, language)
     mismatches = _mismatches(trajectory, assistant_ids, set(getattr(tokenizer, "all_special_ids", [])))
     return {**head, **rendered, **tail, "token_source": "rendered", "retokenization_mismatches": mismatches}
 
 
-def _rendered(tokenizer: Any, trajectory: dict[str, Any], statement: str) -> tuple[dict[str, Any], list[list[int]]]:
+def _rendered(
+    tokenizer: Any, trajectory: dict[str, Any], statement: str, language: str
+) -> tuple[dict[str, Any], list[list[int]]]:
     steps: Iterable[RecordedStep] = (
         RecordedStep(s["action_type"], s["action_input"], s.get("thought") or "", s.get("observation") or "")
         for s in trajectory["steps"]
     )
-    messages = conversation(statement, steps)
+    messages = conversation(statement, steps, language)  # the system prompt names the task's language
     prompt_text = _render(tokenizer, messages[:2], generation=True)
     response_ids: list[int] = []
     loss_mask: list[int] = []
