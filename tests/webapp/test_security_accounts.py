@@ -17,6 +17,7 @@ from django.test import override_settings
 
 from core.env import ImproperlyConfiguredEnv, secret_file
 from tasks.models import TaskSuite
+from webapp.demo_checks import DEMO_SUITES
 
 pytestmark = pytest.mark.django_db
 RUN_SH = Path(__file__).resolve().parents[2] / "scripts" / "run.sh"
@@ -42,7 +43,7 @@ def var(tmp_path: Path) -> Iterator[Path]:
 
 def seed() -> str:
     # The demo suites already there: only the logins are set up (importing them takes seconds).
-    for name in ("demo", "demo-adversarial"):
+    for name in DEMO_SUITES:
         TaskSuite.objects.get_or_create(name=name)
     out = io.StringIO()
     call_command("seed_demo", stdout=out)
