@@ -12,6 +12,7 @@ lock are refused before npm runs. Only package.json and the lock are copied to w
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -134,12 +135,19 @@ def _version(argv: list[str]) -> str:
     return done.stdout.strip()[:40]
 
 
+@functools.cache
+def toolchain_versions() -> tuple[str, str]:
+    """(node's version, npm's), asked once per process: `npm --version` alone takes 0.1-0.8 s, and
+    every run looks its lock up (a Jest run two locks)."""
+    return _version([NODE, "--version"]), _version([npm(), "--version"])
+
+
 def ensure_node_modules(project: Path) -> Path:
     """The read-only node_modules installed from the lock at `project`, installed now if not yet on this host."""
     if not os.path.exists(NODE):
         raise NodeEnvError(f"{NODE} is not installed (Debian: apt-get install nodejs, or `make setup`)")
     package_json, lock = lock_files(project)
-    key = lock_key(lock, _version([NODE, "--version"]), _version([npm(), "--version"]))
+    key = lock_key(lock, *toolchain_versions())
     root = node_root()
     target = root / key
     if (target / MANIFEST).is_file():
