@@ -31,6 +31,7 @@ through the spec's policies; the run itself is what the reward believes.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -274,21 +275,18 @@ def lex_literals(source: str, language: str) -> tuple[str, str, list[tuple[int, 
     return "".join(code), "".join(skeleton), spans
 
 
-def _line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
-def _body(skeleton: str, open_brace: int) -> int:
-    """The offset just past the brace that closes the one at `open_brace`."""
-    depth = 0
-    for j in range(open_brace, len(skeleton)):
-        if skeleton[j] == "{":
-            depth += 1
-        elif skeleton[j] == "}":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-    return len(skeleton)
+def _closing_braces(skeleton: str) -> dict[int, int]:
+    """Each `{`'s offset -> the offset just past its `}` (the end, unclosed), in one pass."""
+    closing: dict[int, int] = {}
+    stack: list[int] = []
+    for j, c in enumerate(skeleton):
+        if c == "{":
+            stack.append(j)
+        elif c == "}" and stack:
+            closing[stack.pop()] = j + 1
+    for j in stack:
+        closing[j] = len(skeleton)
+    return closing
 
 
 def go_findings(source: str) -> list[Finding]:
@@ -304,11 +302,15 @@ def go_findings(source: str) -> list[Finding]:
             if rule.pattern.search(line):
                 found.append(Finding(rule.detector, rule.why, number, line.strip()))
     is_main = GO_MAIN.search(code) is not None
+    closing = _closing_braces(skeleton)
+    line_starts = [0, *(m.end() for m in re.finditer("\n", code))]
+    last = -1
     for start in GO_INIT.finditer(skeleton):
-        end = _body(skeleton, start.end() - 1)
-        body = code[start.start() : end]
-        first = _line_of(code, start.start())
-        for offset, line in enumerate(body.splitlines()):
+        if start.start() < last:
+            continue  # inside the init() just read: every line is read once
+        last = closing[start.end() - 1]
+        first = bisect.bisect_right(line_starts, start.start())
+        for offset, line in enumerate(code[start.start() : last].splitlines()):
             if GO_EXITS.search(line):
                 why = "init() ends the process: the test binary stops before or after forged results"
                 found.append(Finding(TAMPERING, why, first + offset, line.strip()))
@@ -320,7 +322,7 @@ def go_findings(source: str) -> list[Finding]:
             if GO_EXITS.search(line):
                 found.append(Finding(EXIT, "library code ends the process", number, line.strip()))
     for match in GO_ALWAYS_EQUAL.finditer(code):
-        at = _line_of(code, match.start())
+        at = bisect.bisect_right(line_starts, match.start())
         why = "an equality method that answers the same whatever it compares"
         found.append(Finding(EQ, why, at, lines[at - 1].strip()))
     found += _caller_and_reads(lines, GO_CALLER, GO_READS)
