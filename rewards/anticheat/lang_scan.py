@@ -99,7 +99,12 @@ GO_EXITS = re.compile(
 GO_WRITES = re.compile(
     r"\b(fmt\.Print(f|ln)?|os\.Stdout|syscall\.Write|println|print|log\.Print(f|ln)?|log\.SetOutput)\s*[.(]"
 )
-GO_INIT = re.compile(r"\bfunc\s+init\s*\(\s*\)\s*\{")
+# What runs when the package loads: an init(), and a package variable set by calling a function literal.
+GO_INIT = re.compile(
+    r"\bfunc\s+init\s*\(\s*\)\s*\{"
+    r"|^var\s+[\w, ]{1,200}(\s+[\w.*\[\]]{1,200})?\s*=\s*func\s*\([^)]{0,200}\)[^{\n]{0,200}\{",
+    re.MULTILINE,
+)
 GO_MAIN = re.compile(r"^\s*package\s+main\b", re.MULTILINE)
 GO_ALWAYS_EQUAL = re.compile(
     r"\bfunc\s*\([^)]{0,200}\)\s*(Equal|Equals|Eq|IsEqual|Compare|Cmp)\s*\([^)]{0,200}\)\s*(bool|int)\s*\{\s*"
@@ -138,10 +143,12 @@ JS_RULES = (
     ),
     _rule(
         TAMPERING,
-        "changes a built-in prototype that the test framework's comparisons use",
+        "changes a built-in that the test framework's comparisons use (a prototype, Object.is)",
         r"\b(Object|Array|String|Number|Boolean|Function|Promise|Map|Set|Error|Symbol|RegExp|Date)\s*\.\s*prototype\s*(\.\s*\w+|\[[^\]]{1,200}\])\s*=(?!=)"
         r"|\b(defineProperty|defineProperties|setPrototypeOf|assign)\s*\(\s*(Object|Array|String|Number|Function|Promise|Error)\s*\.\s*prototype\b"
-        r"|\b__proto__\b",
+        r"|\b__proto__\b"
+        r"|(?<![\w.$])(Object|Reflect|JSON|Math|Array|String|Number|Symbol|Promise|Error)\s*\.\s*\w+\s*=(?![=>])"
+        r"|\b(defineProperty|defineProperties|assign|set)\s*\(\s*(Object|Reflect|JSON|Math|Array|String|Number|Symbol|Promise)\s*,",
     ),
     _rule(
         TAMPERING,
