@@ -179,7 +179,8 @@ JS_RULES = (
     _rule(
         ORACLE,
         "names the tests: code under test that reads them",
-        r"""["'`][^"'`\n]{0,200}(\.(test|spec)\.|__tests__|\*\.(test|spec)|\.(test|spec)\b["'`])""",
+        # A test module's name or glob ("x.test.js", "*.spec.*"), not any file that says spec ("api.spec.json").
+        r"""["'`][^"'`\n]{0,200}(\.(test|spec)(\.[mc]?[jt]sx?\b|\.[*{]|["'`])|__tests__|\*\.(test|spec)\b)""",
     ),
     _rule(
         ORACLE,
