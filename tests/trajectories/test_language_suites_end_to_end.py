@@ -90,7 +90,8 @@ def test_a_language_suite_goes_through_batch_pairs_sft_and_evaluation(
     verdicts = client.get(f"/api/v1/preference-sets/pairs-{language}/pairs/").json()["results"]
     assert len(verdicts) == 1
     exported = client.get("/api/v1/exports/preferences/", {"set": f"pairs-{language}"})
-    rows = [json.loads(line) for line in b"".join(exported.streaming_content).splitlines()]
+    body = b"".join(exported.streaming_content)  # type: ignore[attr-defined]
+    rows = [json.loads(line) for line in body.splitlines()]
     assert len(rows) == 1 and rows[0]["prompt"][0]["content"] == prompt
 
     # An evaluation over the API on the eval suite, run and scored as the workers would.
