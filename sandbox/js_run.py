@@ -173,10 +173,14 @@ def jest_config(files: Sequence[str], pattern: str | None, modules: Path, junit:
     transform: dict[str, object] = {}
     if (modules / "babel-jest").is_dir():
         transform[r"\.[cm]?jsx?$"] = [f"{MODULES}/babel-jest", babel]
+    mapper: dict[str, str] = {}
     if any(_TYPESCRIPT.search(f) for f in files):
         if not (modules / "ts-jest").is_dir():
             raise SandboxError("a TypeScript test file runs under Jest only through ts-jest, which the lock file lacks")
         transform[r"\.[cm]?tsx?$"] = [f"{MODULES}/ts-jest", {}]
+        # TypeScript's own rule for ES module sources: `./x.js` names x.ts when no x.js exists.
+        # Jest tries the extensions in order, js first, so an x.js still wins as it would.
+        mapper[r"^(\.{1,2}/.*)\.js$"] = "$1"
     config = {
         "rootDir": WORKSPACE_MOUNT,
         "roots": [WORKSPACE_MOUNT],
@@ -189,7 +193,7 @@ def jest_config(files: Sequence[str], pattern: str | None, modules: Path, junit:
         "globalSetup": None,
         "globalTeardown": None,
         "snapshotSerializers": [],
-        "moduleNameMapper": {},
+        "moduleNameMapper": mapper,
         "testEnvironment": "node",
         "cacheDirectory": "/tmp/jest",  # noqa: S108 - the sandbox's own /tmp, fresh each run
         "watchman": False,
