@@ -13,25 +13,33 @@ hidden test files' text with the lexer of rewards.anticheat.lang_scan:
   `want: "x",`; also `expected`, `exp`).
 
 A string gets a suffix and a number a digit, both keyed by the deployment's secret, so a patch
-cannot know what the changed values are. The expected patch is run on the changed tests first
-(the calibration): a FAIL_TO_PASS test it still passes does not check what was changed and is
-not judged. A patch whose FAIL_TO_PASS test passes both the real and the changed tests does not
-compute its answers, or its run lies: a forged `--- PASS` (Go 1.19 believes printed framing), a
-replaced matcher, an always-equal result, an oracle that reads the test, whatever form it takes.
+cannot know what the changed values are. The expected patch is run on the changed tests (the
+calibration, kept per task in memory and in the scorer's calibration cache): a FAIL_TO_PASS test
+it still passes does not check what was changed and is not judged. A patch whose FAIL_TO_PASS
+test passes both the real and the changed tests does not compute its answers, or its run lies:
+a forged `--- PASS` (Go 1.19 believes printed framing), a replaced matcher, an always-equal
+result, an oracle that reads the test, whatever form it takes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from core.vocabulary import Detector
 from rewards.anticheat.flags import Flag, listed
 from rewards.anticheat.lang_scan import GO, lex_literals
 from sandbox.results import Outcome, TestReport
+
+if TYPE_CHECKING:
+    from tasks.spec import TaskSpec
 
 JS_MATCHERS = re.compile(r"\.\s*(toBe|toEqual|toStrictEqual|toMatchObject)\s*\(")
 GO_COMPARISON = re.compile(r"[!=]=(?!=)")
@@ -188,3 +196,50 @@ def judge(kept: list[str], changed_report: TestReport, changed: ChangedTests) ->
             passed[0].split("::", 1)[0],
         )
     ]
+
+
+# Bump when what a calibration holds, or how the changes are made, changes.
+CALIBRATION_VERSION = "lang-1"
+MEMO_SIZE = 256
+_MEMO: dict[str, list[str]] = {}
+
+
+def calibration_key(task: TaskSpec, secret: bytes) -> str:
+    """What a task's calibration depends on: its base, expected patch, hidden tests and the secret."""
+    digest = hashlib.sha256()
+    for part in (CALIBRATION_VERSION, task.task_id, task.language, str(task.base_dir.resolve()), task.expected_patch):
+        digest.update(part.encode() + b"\0")
+    for path in sorted(p for p in task.tests_dir.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(task.tests_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(hmac.new(secret, b"lang-calibration", hashlib.sha256).digest())
+    return digest.hexdigest()
+
+
+def cached_calibration(key: str, cache_dir: Path | None) -> list[str] | None:
+    """The FAIL_TO_PASS tests kept by an earlier calibration of the same task, if any."""
+    if key in _MEMO:
+        return list(_MEMO[key])
+    if cache_dir is None:
+        return None
+    try:
+        data = json.loads((cache_dir / f"{key}.json").read_text())
+        kept = data["lang_kept"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(kept, list) or not all(isinstance(t, str) for t in kept):
+        return None
+    _MEMO[key] = kept
+    return list(kept)
+
+
+def remember_calibration(key: str, kept: list[str], cache_dir: Path | None) -> None:
+    if len(_MEMO) >= MEMO_SIZE:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = list(kept)
+    if cache_dir is None:
+        return
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".lang-calibration-")
+    with os.fdopen(fd, "w") as out:
+        json.dump({"lang_kept": kept}, out)
+    os.replace(tmp, cache_dir / f"{key}.json")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from concurrent.futures import Future
 from contextlib import ExitStack
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from core.vocabulary import Detector, Termination
 from rewards.anticheat import Flag
@@ -28,9 +28,12 @@ from rewards.breakdown import ExpectationsPart
 from rewards.lang_expectations import (
     MAX_CHANGES_SHOWN,
     ChangedTests,
+    cached_calibration,
     calibrated,
+    calibration_key,
     change_hidden_tests,
     judge,
+    remember_calibration,
     write_changed,
 )
 from rewards.scoring import (
@@ -71,11 +74,14 @@ def score_lang_patch(
     termination: str = Termination.SUBMITTED,
     limits: Limits | None = None,
     secret: bytes = b"",
+    calibration_cache: Path | None = None,
 ) -> Score:
     admission, flags, breakdown = admit_patch(task, patch, spec)
     run_limits = (limits or Limits()).with_timeout(task.timeout_seconds)
     check_runner(task)  # no toolchain on this host is the scorer's failure, never a zero
     changed_tests = change_hidden_tests(task.tests_dir, task.tests_dest, task.language, secret, task.task_id)
+    key = calibration_key(task, secret)
+    known = cached_calibration(key, calibration_cache)
     with ExitStack() as stack:
         box = stack.enter_context(Sandbox(task.base_dir, backend, limits=run_limits))
         check_backend(box.backend)  # only bwrap runs them: a host's setting, never the patch's doing
@@ -88,17 +94,19 @@ def score_lang_patch(
         second: Future[TestReport] | None = None
         reference: Future[TestReport] | None = None
         if changed_tests.files and task.expected_patch.strip():
-            # The same patch on the tests with their expected values changed, beside the real run, and the
-            # expected patch on them (the calibration): which FAIL_TO_PASS tests check what was changed.
+            # The same patch on the tests with their expected values changed, beside the real run, and,
+            # once per task, the expected patch on them (the calibration): which FAIL_TO_PASS tests
+            # check what was changed.
             changed_box = stack.enter_context(Sandbox(task.base_dir, backend, limits=run_limits))
-            reference_box = stack.enter_context(Sandbox(task.base_dir, backend, limits=run_limits))
             if method is not None:
                 _apply(changed_box, admission.kept_text())
-            if _apply(reference_box, task.expected_patch) is not None:
-                for other in (changed_box, reference_box):
-                    _prepare(task, other, changed_tests)
-                second = _in_background(lambda: _run(task, changed_box, run_limits))
-                reference = _in_background(lambda: _run(task, reference_box, run_limits))
+            _prepare(task, changed_box, changed_tests)
+            second = _in_background(lambda: _run(task, changed_box, run_limits))
+            if known is None:
+                reference_box = stack.enter_context(Sandbox(task.base_dir, backend, limits=run_limits))
+                if _apply(reference_box, task.expected_patch) is not None:
+                    _prepare(task, reference_box, changed_tests)
+                    reference = _in_background(lambda: _run(task, reference_box, run_limits))
         restored = _prepare(task, box)
         before = hidden_digests(box.workspace, task)
         report = _run(task, box, run_limits)
@@ -113,8 +121,11 @@ def score_lang_patch(
         flags.append(
             Flag(Detector.HIDDEN_TESTS_MISSING, f"hidden test files deleted or changed during the run: {shown}")
         )
-    kept = calibrated(reference_report, task.fail_to_pass) if reference_report is not None else []
-    breakdown["expectations"] = _expectations(task, changed_tests, reference_report, kept)
+    kept = known
+    if reference_report is not None:
+        kept = calibrated(reference_report, task.fail_to_pass)
+        remember_calibration(key, kept, calibration_cache)
+    breakdown["expectations"] = _expectations(task, changed_tests, kept)
     if kept and changed_report is not None:
         flags += judge(kept, changed_report, changed_tests)
         flags += _second_run_flags(report, changed_report)
@@ -137,12 +148,10 @@ def _run(task: TaskSpec, box: Sandbox, limits: Limits) -> TestReport:
         return refused_report(str(exc))
 
 
-def _expectations(
-    task: TaskSpec, changed: ChangedTests, reference: TestReport | None, kept: list[str]
-) -> ExpectationsPart:
+def _expectations(task: TaskSpec, changed: ChangedTests, kept: list[str] | None) -> ExpectationsPart:
     if not changed.files:
         return {"checked": False, "why": "no expected value in the hidden tests could be changed"}
-    if reference is None:
+    if kept is None:
         return {"checked": False, "why": "the task has no expected patch that applies to calibrate on"}
     why = "the expected patch does not fail it with its expected values changed"
     return {

@@ -151,7 +151,7 @@ def score_patch(
         if task.language != PYTHON:
             from rewards.lang_scoring import score_lang_patch  # it imports this module's helpers
 
-            return score_lang_patch(task, patch, spec, backend, termination, limits, secret)
+            return score_lang_patch(task, patch, spec, backend, termination, limits, secret, calibration_cache)
         if task.verifier is not None:
             from rewards.script_scoring import score_script_patch  # it imports this module's helpers
 

@@ -10,6 +10,7 @@ scored end to end through `score_patch` in the sandbox, where the run alone woul
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ import pytest
 from core.vocabulary import Detector
 from patches import parse
 from rewards.anticheat.lang_scan import lex, scan_lang_sources, scan_runner_config
-from rewards.lang_expectations import change_source
+from rewards.lang_expectations import calibration_key, change_source
 from rewards.scoring import score_patch
 from rewards.spec import load_spec
 from tasks.spec import TaskSpec
@@ -510,3 +511,18 @@ def test_expected_values_are_changed_and_inputs_are_not(
     assert sorted(before for _, before, _ in edits) == sorted(changed)
     assert all(after in (before[:-1] + "~k" + before[-1], before + "7", "7") for _, before, after in edits)
     assert all(k in text for k in kept)
+
+
+def test_a_tasks_calibration_is_kept_and_reused(tmp_path: Path) -> None:
+    spec = TaskSpec.from_task_dir(TASKS / "go_task_1")
+    cache = tmp_path / "calibrations"
+    first = score_patch(spec, spec.expected_patch, SPEC, backend="bwrap", secret=b"one", calibration_cache=cache)
+    assert first.reward == 1.0 and first.breakdown["expectations"]["checked"] is True
+    stored = json.loads((cache / f"{calibration_key(spec, b'one')}.json").read_text())
+    assert stored == {"lang_kept": list(spec.fail_to_pass)}
+    # A calibration already known is not run again: one that kept nothing judges nothing.
+    (cache / f"{calibration_key(spec, b'two')}.json").write_text(json.dumps({"lang_kept": []}))
+    patch = diff("go_task_1", tmp_path, {"textutil/textutil.go": GO_QUIET_FORGE})
+    forged = score_patch(spec, patch, SPEC, backend="bwrap", secret=b"two", calibration_cache=cache)
+    assert forged.breakdown["expectations"]["checked"] is False
+    assert ORACLE not in detectors(forged.flags)
