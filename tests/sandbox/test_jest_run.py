@@ -26,6 +26,8 @@ pytestmark = pytest.mark.skipif(
     not Path(NODE).exists() or shutil.which("npm") is None, reason="node or npm is not installed"
 )
 TASK = Path(__file__).parent.parent / "fixtures" / "lang_tasks" / "js_jest_task_1"
+# jest 30.5.2, ts-jest 29.4.15 and typescript 5.9.3: a TypeScript project's lock.
+TS_LOCKED = Path(__file__).parent / "fixtures" / "js" / "jest-ts"
 FILE = "test/cents.test.js"
 F2P, GROUPS, SUMS = "formatCents > pads cents below ten", "formatCents > groups thousands", "sums amounts"
 # The base as it stands: the padding test fails, the other two pass.
@@ -178,3 +180,28 @@ def test_a_typescript_test_without_ts_jest_is_refused(project: Path) -> None:
     (project / "test" / "typed.test.ts").write_text('test("typed", () => { const n: number = 1; });\n')
     with pytest.raises(SandboxError, match="only through ts-jest"):
         run(project, "typed", file="test/typed.test.ts")
+
+
+TYPED_TEST = """import { describe, expect, test } from "@jest/globals";
+import { half } from "./half.js";
+
+describe("half", () => {
+  test("halves", () => { const n: number = half(4); expect(n).toBe(2); });
+  test("breaks", () => { expect(half(3)).toBe(1); });
+});
+"""
+
+
+def test_a_typescript_test_runs_through_the_locks_ts_jest(tmp_path: Path) -> None:
+    ensure_node_modules(JEST_JUNIT_LOCK)
+    ensure_node_modules(TS_LOCKED)
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(TS_LOCKED / name, root / name)
+    # An ES module source imports ./half.js, which TypeScript resolves to half.ts.
+    (root / "src" / "half.ts").write_text("export const half = (n: number): number => n / 2;\n")
+    (root / "src" / "half.test.ts").write_text(TYPED_TEST)
+    report = run(root, file="src/half.test.ts")
+    assert outcomes(report, "src/half.test.ts") == {"half > halves": "passed", "half > breaks": "failed"}, report.tests
+    assert report.inconsistencies == [], report.inconsistencies
