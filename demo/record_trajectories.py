@@ -1,4 +1,5 @@
-"""Re-record demo/trajectories.jsonl: run every trajectory's actions again and keep what they observe.
+"""Re-record the demo's trajectories (demo/trajectories.jsonl, and demo/lang_trajectories.jsonl for the
+Go and JavaScript suites): run every trajectory's actions again and keep what they observe.
 
 Each record's actions (tool-form `action_input`s, the schema of trajectories/tools.py) are run
 in order by the real agent loop, with the replay policy, in a fresh sandbox over the task's
@@ -7,7 +8,7 @@ rewritten from that run. Thoughts, provenance, ids and claimed outcomes are kept
 says only what really happens, and "Replay in a fresh sandbox" reproduces every step
 (tests/trajectories/test_demo_replay.py checks it).
 
-Usage (from the repository root): .venv/bin/python demo/record_trajectories.py [--check]
+Usage (from the repository root): .venv/bin/python demo/record_trajectories.py [--check] [--file F]
 `--check` re-runs without writing and exits 1 if any observation would change.
 """
 
@@ -30,7 +31,8 @@ from trajectories.policies.replay import ReplayPolicy  # noqa: E402
 from trajectories.schema import AgentStep, action_input_error, format_time  # noqa: E402
 
 DEMO = REPO / "demo"
-TRAJECTORIES = DEMO / "trajectories.jsonl"
+TRAJECTORIES = (DEMO / "trajectories.jsonl", DEMO / "lang_trajectories.jsonl")
+TASK_FOLDERS = ("tasks", "go_tasks", "js_tasks")  # the Python, Go and JavaScript suites' task directories
 # What differs between two runs of the same action (the same rule as trajectories.replay).
 TIMING = re.compile(r"\bin \d+(\.\d+)?s\b|\d+(\.\d+)? ?ms\b|/run/[0-9a-f]{32}")
 
@@ -44,7 +46,10 @@ class Collect:
 
 
 def task_for(task_id: str, steps: int) -> AgentTask:
-    return AgentTask.of(TaskSpec.from_task_dir(DEMO / "tasks" / task_id), steps)
+    found = [DEMO / folder / task_id for folder in TASK_FOLDERS if (DEMO / folder / task_id).is_dir()]
+    if len(found) != 1:
+        raise SystemExit(f"{task_id}: {len(found)} demo task directories of that name (one expected)")
+    return AgentTask.of(TaskSpec.from_task_dir(found[0]), steps)
 
 
 def rerecord(record: dict[str, Any], backend: str) -> dict[str, Any]:
@@ -94,21 +99,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a re-run would change an observation")
     parser.add_argument("--backend", default="bwrap")
+    parser.add_argument("--file", type=Path, action="append", help="a demo JSONL file (default: both)")
     args = parser.parse_args()
-    records = [json.loads(line) for line in TRAJECTORIES.read_text().splitlines() if line.strip()]
-    fresh = [rerecord(r, args.backend) for r in records]
+    failed = [rerecord_file(path, args.backend, args.check) for path in args.file or TRAJECTORIES]
+    return 1 if any(failed) else 0
+
+
+def rerecord_file(path: Path, backend: str, check: bool) -> bool:
+    """Re-record one file (or, with `check`, only compare); True when `check` found a change."""
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    fresh = [rerecord(r, backend) for r in records]
     changed = [
         f"{new['trajectory_id']} step {b['step']}"
         for old, new in zip(records, fresh, strict=True)
         for a, b in zip(old["steps"], new["steps"], strict=True)
         if TIMING.sub("<t>", a.get("observation", "")) != TIMING.sub("<t>", b["observation"])
     ]
-    if args.check:
-        print("\n".join(changed) or "every observation reproduces")
-        return 1 if changed else 0
-    TRAJECTORIES.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
-    print(f"{len(fresh)} trajectories re-recorded, {len(changed)} observations changed")
-    return 0
+    if check:
+        print(f"{path.name}: " + ("\n".join(changed) or "every observation reproduces"))
+        return bool(changed)
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in fresh))
+    print(f"{path.name}: {len(fresh)} trajectories re-recorded, {len(changed)} observations changed")
+    return False
 
 
 if __name__ == "__main__":

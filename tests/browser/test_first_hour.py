@@ -172,12 +172,14 @@ def test_a_new_users_first_hour(installation: str, page: Any, shot: Callable[[st
     assert 0 < page.locator("li.step").count() <= solved.step_count
 
     # A verified training set from the successes, for the sft and grpo examples.
-    page.goto(f"{server}/trajectories/?success=true")
+    # The Python demo's: the Go and JavaScript suites' successes have walks of their own
+    # (tests/trajectories/test_language_suites_end_to_end.py).
+    page.goto(f"{server}/trajectories/?success=true&suite=demo")
     page.fill("#curate input[name=name]", "first-wins")
     page.click("#curate button[type=submit]")
     page.wait_for_url("**/training/sets/first-wins/1/")
     shot("training-set")
-    wins = Trajectory.objects.filter(success=True).count()  # verified by Crucible, not claimed
+    wins = Trajectory.objects.filter(success=True, suite__name="demo").count()  # verified by Crucible, not claimed
     assert page.inner_text("#ts-stats").startswith(f"{wins} trajectories ({wins} successes, 0 failures)")
 
     # A comparison set of the three tasks, judged from the keyboard with both patches in view.

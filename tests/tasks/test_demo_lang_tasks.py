@@ -7,6 +7,7 @@ that verify_demo queues (the Go run about 1 s, the Vitest run about 1 s, per tas
 from __future__ import annotations
 
 import io
+import json
 
 import pytest
 from django.core.management import call_command
@@ -14,9 +15,13 @@ from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from rewards.jobs import reward_check_job
 from rewards.models import RewardCheck
+from rewards.services import score_trajectory
 from tasks.jobs import validate_suite_job
 from tasks.models import Task, TaskSuite, ValidationRun
 from tasks.services import validate_task
+from tests.conftest import DEMO
+from trajectories.models import Trajectory
+from trajectories.replay import replay_trajectory
 
 pytestmark = pytest.mark.django_db
 SUITES = {"demo-go": "go", "demo-js": "javascript"}
@@ -67,3 +72,20 @@ def test_a_demo_task_of_each_language_validates_with_its_own_lists(seeded: str, 
     # The runner's own ids, failing on the base and passing with the expected patch, are the ones listed.
     assert (task.fail_to_pass, sorted(task.pass_to_pass)) == listed
     assert len(task.fail_to_pass) == 2
+
+
+LANG_RECORDS = [json.loads(line) for line in (DEMO / "lang_trajectories.jsonl").read_text().splitlines() if line]
+
+
+def test_seed_demo_loads_their_trajectories_which_replay_and_score_as_they_claim(seeded: str) -> None:
+    assert f"Go and JavaScript demo trajectories: {len(LANG_RECORDS)}" in seeded
+    assert {r["task_id"][:2] for r in LANG_RECORDS} == {"go", "js"}
+    for record in LANG_RECORDS:
+        trajectory_id = record["trajectory_id"]
+        stored = Trajectory.objects.get(trajectory_id=trajectory_id)
+        assert stored.task is not None and stored.language == stored.task.language != "python"
+        replay = replay_trajectory(trajectory_id, backend="bwrap")
+        assert replay.reproducible and replay.same == replay.steps == len(record["steps"]), replay.differences[:1]
+        # What the file claims is what the reward service finds: the real runner, in the sandbox.
+        scored = score_trajectory(trajectory_id, backend="bwrap")
+        assert (scored.resolved, scored.reward == 1.0) == (record["success"], record["success"]), scored.flags

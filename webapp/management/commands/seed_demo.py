@@ -53,10 +53,14 @@ class Command(BaseCommand):
             # Adversarial traps (docs/formats.md): their passes (or flags) give each policy's cheat rate.
             result = import_task_dirs(DEMO_DIR / "adversarial", ADVERSARIAL_SUITE, "adversarial")
             self.stdout.write(f"adversarial suite: {result.created} tasks")
+        seeded = []
         for suite, folder in LANGUAGE_SUITES.items():
             if not TaskSuite.objects.filter(name=suite).exists():
                 result = import_task_dirs(DEMO_DIR / folder, suite, "train")
                 self.stdout.write(f"{suite} suite: {result.created} tasks")
+                seeded.append(suite)
+        if len(seeded) == len(LANGUAGE_SUITES):  # their trajectories name tasks of both
+            self._language_trajectories(seeded)
         var = Path(settings.VAR_DIR)
         if admin_password is not None:
             # Shown once, on the terminal of the first set-up; after that only where it is kept.
@@ -65,6 +69,15 @@ class Command(BaseCommand):
             f"passwords (readable only by you): {username} in {var / ADMIN_PASSWORD_FILE}, "
             f"{' and '.join(DEMO_USERS)} in {var / DEMO_PASSWORDS_FILE}"
         )
+
+    def _language_trajectories(self, suites: list[str]) -> None:
+        """The Go and JavaScript suites' recorded trajectories (demo/lang_trajectories.jsonl), scored
+        by the reward service once a worker runs, as the Python demo's are."""
+        traj = import_trajectories(DEMO_DIR / "lang_trajectories.jsonl")
+        self.stdout.write(f"Go and JavaScript demo trajectories: {traj.created}")
+        stored = Trajectory.objects.filter(suite__name__in=suites).values_list("trajectory_id", flat=True)
+        ids = [str(t) for t in stored]
+        transaction.on_commit(lambda: [score_trajectory_job.delay(i) for i in ids])
 
 
 def new_password() -> str:
