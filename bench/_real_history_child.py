@@ -13,6 +13,7 @@ OUT_JSON.
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import statistics
@@ -24,6 +25,25 @@ from pathlib import Path
 from typing import Any
 
 import django
+
+EMPTY_BUILD = "no candidate became a task: "
+
+
+def _empty_build_report(outcome: str, printed: str) -> dict[str, Any]:
+    """A build whose every candidate was skipped stores no report; the command's refusal counts them
+    by reason (its last line, a dict's repr) and its log says how the gate went, and the bench
+    reports them as such, not as nothing."""
+    line = next((ln for ln in outcome.splitlines() if ln.startswith(EMPTY_BUILD)), "")
+    try:
+        skipped = ast.literal_eval(line.removeprefix(EMPTY_BUILD))
+    except (ValueError, SyntaxError):
+        return {}
+    if not isinstance(skipped, dict):
+        return {}
+    counts = {str(k): int(v) for k, v in skipped.items() if isinstance(v, int)}
+    gate = next((ln for ln in printed.splitlines() if ln.startswith("repository gate at ")), "")
+    passed = {"passed": True} if gate.split("(")[0].endswith(": passed ") else {}
+    return {"candidates": sum(counts.values()), "built": 0, "skipped_by_reason": counts, "gate": passed}
 
 
 def _timed_validation(spent: list[float]) -> None:
@@ -109,6 +129,8 @@ def build(row: dict[str, Any]) -> dict[str, Any]:
         crash = traceback.format_exc()[-2000:]
     took = time.perf_counter() - started
     report = TaskSuite.objects.filter(name=suite).values_list("build_report", flat=True).first() or {}
+    if not report and EMPTY_BUILD in outcome:
+        report = _empty_build_report(outcome, output.getvalue())
     gate = report.get("gate") or {}
     if outcome and not (gate and not gate.get("passed")) and "no candidate became a task" not in outcome:
         crash = outcome  # a refusal that is neither the gate's nor an empty build: the command broke

@@ -1,5 +1,6 @@
 """What bench/real_history.py measures on each valid task beyond its validity: how strong its
-tests are, and what validating it costs against the same pytest runs done bare.
+tests are, and what validating it costs against the same pytest runs done bare (for a Go or
+JavaScript task: the same `go test -json` / Vitest runs, `lang_validation_vs_bare`).
 
 Both run in the repository's child process, after the build, one task at a time (the build's
 own validation runs tasks in parallel, so its time says nothing per task).
@@ -16,11 +17,38 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sandbox.go_run import SCRIPT as GO_SCRIPT
+from sandbox.go_run import find_toolchain, go_env, module_path
+from sandbox.go_run import selection as go_selection
+from sandbox.js_run import js_string
+from sandbox.js_run import selection as js_selection
+from sandbox.node_env import NODE, ensure_node_modules
+from tasks.lang_tests import GO, PYTHON, validation_ids
 from tasks.spec import TaskSpec, task_environment
 from tasks.strength import measure
 from tasks.validation import VALIDATION_ARGS, selected_files, validate
 
 BARE_ROUNDS = 2  # bare runs each way; their median is the floor
+# What sandbox.js_run's harness config sets for a run (its files, names, reporters, no setup files),
+# with the reports written to plain files here.
+BARE_VITEST_CONFIG = """export default {{
+  root: {root},
+  test: {{
+    include: {include},
+    exclude: [],
+    reporters: ["junit", "json"],
+    outputFile: {{ junit: {junit}, json: {summary} }},
+    testNamePattern: {pattern},
+    watch: false,
+    allowOnly: false,
+    passWithNoTests: false,
+    setupFiles: [],
+    globalSetup: [],
+    coverage: {{ enabled: false }},
+    typecheck: {{ enabled: false }},
+  }},
+}};
+"""
 
 
 def strength(task: TaskSpec, mutants: int) -> dict[str, Any]:
@@ -30,8 +58,9 @@ def strength(task: TaskSpec, mutants: int) -> dict[str, Any]:
 
 
 def validation_vs_bare(task: TaskSpec, statement: str, expected_patch: str, licence: str) -> dict[str, Any]:
-    """One validation of the task (one run each way, in the sandbox) against the same two pytest runs
-    done bare: the repository's environment's python on a copy on the host, no sandbox."""
+    """One validation of the task (one run each way, in the sandbox) against the same two test runs
+    done bare on a copy on the host, no sandbox: pytest in the repository's environment, or for a
+    Go or JavaScript task the same `go test -json` / Vitest runs (`_bare_lang_round`)."""
     started = time.perf_counter()
     validate(
         task,
@@ -43,7 +72,8 @@ def validation_vs_bare(task: TaskSpec, statement: str, expected_patch: str, lice
         backend="bwrap",
     )
     validation_s = time.perf_counter() - started
-    bare = [_bare_round(task, expected_patch) for _ in range(BARE_ROUNDS)]
+    one_round = _bare_round if task.language == PYTHON else _bare_lang_round
+    bare = [one_round(task, expected_patch) for _ in range(BARE_ROUNDS)]
     bare_s = statistics.median(bare)
     return {
         "validation_s": round(validation_s, 3),
@@ -84,3 +114,66 @@ def _bare_round(task: TaskSpec, expected_patch: str) -> float:
                 tail = (done.stdout + done.stderr).decode("utf-8", "replace").strip()[-300:]
                 raise RuntimeError(f"{task.task_id}: the bare run exited {done.returncode}, not a floor: {tail}")
     return spent
+
+
+def _bare_lang_round(task: TaskSpec, expected_patch: str) -> float:
+    """The base run and the patched run of a Go or Vitest task, bare: seconds for both.
+
+    The same ids as validation's runs (tasks.lang_tests.validation_ids) and the same command: Go's
+    `go test -json -count=1 -run=...` per package through the harness's own script and variables, with
+    a fresh build cache as each sandboxed run has (the sandbox cannot share one: a test could poison
+    it); Vitest through the harness's config (its reporters written to files here), on the lock's
+    installed node_modules. A failing run (exit 1, or 2 for a Go package that does not build on the
+    base) is still a floor; a run that reported nothing is not."""
+    spent = 0.0
+    with tempfile.TemporaryDirectory(prefix="crucible-bench-bare-") as name:
+        for patched in (False, True):
+            work = Path(name) / ("patched" if patched else "base")
+            shutil.copytree(task.base_dir, work, symlinks=True)
+            if patched:
+                subprocess.run(["git", "apply", "-"], input=expected_patch.encode(), cwd=work, check=True)
+            shutil.copytree(task.tests_dir, work / task.tests_dest, dirs_exist_ok=True)
+            scratch = Path(name) / f"scratch-{int(patched)}"
+            scratch.mkdir()
+            command, env, report = (
+                _bare_go(task, work, scratch) if task.language == GO else _bare_vitest(task, work, scratch)
+            )
+            started = time.perf_counter()
+            done = subprocess.run(
+                command, cwd=work, env=env, capture_output=True, timeout=max(60, 4 * task.timeout_seconds)
+            )
+            spent += time.perf_counter() - started
+            if not report.is_file() or not report.stat().st_size:
+                tail = (done.stdout + done.stderr).decode("utf-8", "replace").strip()[-300:]
+                raise RuntimeError(f"{task.task_id}: the bare run exited {done.returncode} with no report: {tail}")
+    return spent
+
+
+def _bare_go(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
+    toolchain = find_toolchain()
+    module, mode = module_path(work)
+    packages = go_selection(work, module, validation_ids(task))
+    stream = scratch / "go-test.jsonl"
+    env = go_env(toolchain, mode, task.timeout_seconds)
+    env |= {"GOPATH": str(scratch / "go"), "GOCACHE": str(scratch / "go-build"), "GOMODCACHE": str(scratch / "mod")}
+    args = [arg for directory, run in packages for arg in (directory, run)]
+    return ["/bin/sh", "-c", GO_SCRIPT, "sh", str(stream), *args], env, stream
+
+
+def _bare_vitest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
+    modules = ensure_node_modules(task.base_dir)
+    (work / "node_modules").symlink_to(modules)
+    files, pattern = js_selection(work, validation_ids(task))
+    junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "vitest.config.mjs"
+    config.write_text(
+        BARE_VITEST_CONFIG.format(
+            root=js_string(str(work)),
+            include="[" + ", ".join(js_string(f) for f in files) + "]",
+            junit=js_string(str(junit)),
+            summary=js_string(str(summary)),
+            pattern=f"new RegExp({js_string(pattern)})" if pattern is not None else "undefined",
+        )
+    )
+    argv = [NODE, str(modules / "vitest" / "vitest.mjs"), "run", "--config", str(config), "--configLoader", "native"]
+    env = {**os.environ, "NODE_OPTIONS": "--disable-wasm-trap-handler", "CI": "true", "NO_COLOR": "1", "TZ": "UTC"}
+    return [*argv, "--root", str(work)], env, summary

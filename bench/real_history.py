@@ -30,6 +30,15 @@ BENCH_REAL_HISTORY_STRENGTH mutants of each valid task's fix its tests are tried
                             test strength)
 BENCH_REAL_HISTORY_TIMED    valid tasks per repository validated again alone, against the same pytest
                             runs done bare in the repository's environment (default 2; check <= 2x)
+BENCH_REAL_HISTORY_LANGUAGES which corpora: python, go, javascript, comma-separated (default all three)
+BENCH_REAL_HISTORY_LANG_MAX  candidates looked at per Go or JavaScript repository (default 3)
+
+The Go and JavaScript/TypeScript corpora (tests/fixtures/real-repos-go/, real-repos-js/) are built
+the same way (tasks.builders.lang_history: their own gate and runner, no test strength) and reported
+beside the Python repositories, with figures per language: candidates, valid tasks, the share of
+candidates that became valid (>= 30 %; also over the candidates the toolchain can run at all, which
+leaves out commits needing a newer Go or another JavaScript runner), expected = 1.0 and validation
+against the bare `go test -json` / Vitest runs (<= 2x). With the defaults that part takes a few minutes.
 """
 
 from __future__ import annotations
@@ -51,6 +60,10 @@ from bench.checks import check, load_average
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS_DIR = REPO / "tests" / "fixtures" / "real-repos"
+LANG_CORPUS_DIRS = {
+    "go": REPO / "tests" / "fixtures" / "real-repos-go",
+    "javascript": REPO / "tests" / "fixtures" / "real-repos-js",
+}
 MAX = int(os.environ.get("BENCH_REAL_HISTORY_MAX", "6"))
 RUNS = int(os.environ.get("BENCH_REAL_HISTORY_RUNS", "1"))
 JOBS = int(os.environ.get("BENCH_REAL_HISTORY_JOBS", "0"))
@@ -60,6 +73,19 @@ TIMEOUT = int(os.environ.get("BENCH_REAL_HISTORY_TIMEOUT", "1200"))
 SYNTH = int(os.environ.get("BENCH_REAL_HISTORY_SYNTH", "0"))
 STRENGTH = int(os.environ.get("BENCH_REAL_HISTORY_STRENGTH", "4"))
 TIMED = int(os.environ.get("BENCH_REAL_HISTORY_TIMED", "2"))
+LANGUAGES = [n for n in os.environ.get("BENCH_REAL_HISTORY_LANGUAGES", "python,go,javascript").split(",") if n]
+LANG_MAX = int(os.environ.get("BENCH_REAL_HISTORY_LANG_MAX", "3"))
+TARGET_LANG_VALID_SHARE = 30.0
+# Skips that say the toolchain here cannot run the commit at all (tasks.builders.lang_history.refusal).
+RUNNER_REFUSALS = frozenset(
+    {
+        "no go.mod at the base (a GOPATH-era commit)",
+        "go.mod asks for a newer Go than the toolchain's",
+        "go.mod requires modules that are not vendored (no module proxy here)",
+        "no package-lock.json at the base",
+        "its JavaScript test runner has no sandboxed runner yet",
+    }
+)
 TARGET_VALIDATION_RATIO = 2.0
 TARGET_VALID_SHARE = 40.0
 # A row of the README's corpus table: | `name.bundle` | <https://github.com/owner/name> | SPDX | ...
@@ -74,19 +100,31 @@ class CorpusRepo:
     bundle: Path
     repo: str  # owner/name upstream
     licence: str  # SPDX id, from the repository's own LICENSE file
+    language: str = "python"  # which corpus: python, go or javascript
 
     @property
     def name(self) -> str:
         return self.bundle.name.removesuffix(".bundle")
 
 
-def corpus(directory: Path = CORPUS_DIR) -> list[CorpusRepo]:
+def corpus(directory: Path = CORPUS_DIR, language: str = "python") -> list[CorpusRepo]:
     """Every repository the README's corpus table lists, in its order."""
     found = []
     for line in (directory / "README.md").read_text().splitlines():
         row = CORPUS_ROW.match(line)
         if row:
-            found.append(CorpusRepo(directory / row["bundle"], row["repo"], row["licence"]))
+            found.append(CorpusRepo(directory / row["bundle"], row["repo"], row["licence"], language))
+    return found
+
+
+def all_corpora() -> list[CorpusRepo]:
+    """The corpora BENCH_REAL_HISTORY_LANGUAGES names: Python's first, then Go's and JavaScript's."""
+    unknown = sorted(set(LANGUAGES) - {"python", *LANG_CORPUS_DIRS})
+    if unknown:
+        raise ValueError(f"BENCH_REAL_HISTORY_LANGUAGES: no corpus for {unknown}")
+    found = corpus() if "python" in LANGUAGES else []
+    for language, directory in LANG_CORPUS_DIRS.items():
+        found += corpus(directory, language) if language in LANGUAGES else []
     return found
 
 
@@ -94,8 +132,10 @@ def _one(repo: CorpusRepo, scratch: Path) -> dict[str, Any]:
     """One repository built in a child process; whatever kills the child is its crash."""
     out = scratch / f"{repo.name}.json"
     row: dict[str, Any] = {"bundle": str(repo.bundle), "repo": repo.repo, "licence": repo.licence, "name": repo.name}
-    row |= {"scratch": str(scratch), "max": MAX, "runs": RUNS, "jobs": JOBS, "score": SCORE}
-    row |= {"strength": STRENGTH, "timed": TIMED}
+    python = repo.language == "python"
+    row |= {"scratch": str(scratch), "max": MAX if python else LANG_MAX, "runs": RUNS, "jobs": JOBS, "score": SCORE}
+    # Test strength mutates Python fixes (libcst): not measured for Go or JavaScript.
+    row |= {"strength": STRENGTH if python else 0, "timed": TIMED, "language": repo.language}
     env = {
         **os.environ,
         "DATABASE_URL": f"sqlite:///{scratch / 'bench.sqlite3'}",
@@ -119,8 +159,10 @@ def _one(repo: CorpusRepo, scratch: Path) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         failure = f"took over {TIMEOUT} s"
     if failure or not out.is_file():
-        return {"bundle": repo.bundle.name, "repo": repo.repo, "crash": failure or "no result written", "tasks": {}}
+        crash = failure or "no result written"
+        return {"bundle": repo.bundle.name, "repo": repo.repo, "language": repo.language, "crash": crash, "tasks": {}}
     result: dict[str, Any] = json.loads(out.read_text())
+    result["language"] = repo.language
     result["wall_s"] = round(time.perf_counter() - started, 1)
     return result
 
@@ -132,14 +174,22 @@ def _row(result: dict[str, Any]) -> dict[str, Any]:
     tasks = result["tasks"].values()
     valid = [t for t in tasks if t["status"] == "valid"]
     scored = [t for t in valid if "expected" in t]
+    candidates = report.get("candidates", 0)
+    skipped = report.get("skipped_by_reason", {})
+    refused = sum(n for why, n in skipped.items() if why in RUNNER_REFUSALS)
     return {
+        "language": result.get("language", "python"),
         "gate": "passed" if gate.get("passed") else (gate.get("reason") or "did not run"),
         "gate_tests": gate.get("outcomes", {}),
         "gate_s": gate.get("seconds"),
-        "candidates": report.get("candidates", 0),
+        "candidates": candidates,
+        "candidates_in_bundle": result.get("candidates_in_bundle"),
+        # Candidates the toolchain can run at all: none when the gate found no commit it can run.
+        "runnable": candidates - refused if gate.get("passed") else 0,
         "kept": report.get("built", 0),
         "skipped_by_reason": report.get("skipped_by_reason", {}),
         "valid": len(valid),
+        "valid_share_pct": round(100 * len(valid) / candidates, 1) if candidates else None,
         "invalid_by_reason": report.get("invalid_by_reason", {}),
         "expected_1": sum(1 for t in scored if t["expected"] == 1.0),
         "scored": len(scored),
@@ -178,17 +228,22 @@ def _crashes(result: dict[str, Any]) -> list[str]:
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
     """The per-repository figures as a fixed-width table, for the log and the report."""
-    head = f"{'repository':<16} {'gate':<10} {'cand':>4} {'kept':>4} {'valid':>5} {'exp=1':>5} {'build s':>7} "
+    head = (
+        f"{'repository':<16} {'lang':<4} {'gate':<10} {'cand':>4} {'kept':>4} {'valid':>5} {'exp=1':>5} {'build s':>7} "
+    )
     lines = [head + f"{'valid s':>7} {'stmt q':>6} {'strength':>8} {'brittle':>7} {'vs bare':>7}  skipped / invalid"]
     for name, r in rows.items():
         gate = "passed" if r["gate"] == "passed" else "FAILED"
         expected = f"{r['expected_1']}/{r['scored']}" if r["scored"] else "-"
         why = ", ".join(f"{n} {k[:40]}" for k, n in {**r["skipped_by_reason"], **r["invalid_by_reason"]}.items())
+        if r["gate"] != "passed":
+            why = f"gate: {r['gate'][:80]}" + (f"; {why}" if why else "")
         strength = f"{r['strength_median']:.2f}" if r.get("strength_median") is not None else "-"
         ratios = r.get("validation_vs_bare") or []
         vs_bare = f"{statistics.median(ratios):.2f}x" if ratios else "-"
+        language = r.get("language", "python")[:4]
         lines.append(
-            f"{name:<16} {gate:<10} {r['candidates']:>4} {r['kept']:>4} {r['valid']:>5} {expected:>5} "
+            f"{name:<16} {language:<4} {gate:<10} {r['candidates']:>4} {r['kept']:>4} {r['valid']:>5} {expected:>5} "
             f"{r['build_s'] or 0:>7.1f} {r['validate_s'] or 0:>7.1f} {r['statement_quality_median'] or 0:>6.2f} "
             f"{strength:>8} {r.get('brittle', 0):>7} {vs_bare:>7}  {why}"
         )
@@ -229,8 +284,65 @@ def _synthetic(scratch: Path) -> dict[str, Any]:
     }
 
 
+def _language_summary(language: str, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One language's figures over its corpus repositories, and its checks."""
+    mine = [r for r in rows.values() if r["language"] == language]
+    candidates = sum(r["candidates"] for r in mine)
+    runnable = sum(r["runnable"] for r in mine)
+    valid = sum(r["valid"] for r in mine)
+    scored = sum(r["scored"] for r in mine)
+    expected_1 = sum(r["expected_1"] for r in mine)
+    ratios = [x for r in mine for x in r["validation_vs_bare"]]
+    share = 100 * valid / candidates if candidates else 0.0
+    runnable_share = 100 * valid / runnable if runnable else 0.0
+    expected_rate = 100 * expected_1 / scored if scored else 0.0
+    runner = "go test -json" if language == "go" else "Vitest"
+    summary = {
+        "repositories": len(mine),
+        "gate_failed": {
+            name: r["gate"] for name, r in rows.items() if r["language"] == language and r["gate"] != "passed"
+        },
+        "candidates": candidates,
+        "runnable": runnable,
+        "valid": valid,
+        "valid_share_pct": round(share, 1),
+        "valid_share_of_runnable_pct": round(runnable_share, 1),
+        "expected_1_pct": round(expected_rate, 1),
+        "validation_vs_bare": ratios,
+        "validation_vs_bare_median": round(statistics.median(ratios), 2) if ratios else None,
+        "skipped_by_reason": dict(sum((Counter(r["skipped_by_reason"]) for r in mine), Counter()).most_common()),
+        "invalid_by_reason": dict(sum((Counter(r["invalid_by_reason"]) for r in mine), Counter()).most_common()),
+    }
+    checks = [
+        check(f"{language}: valid tasks / candidates", share, TARGET_LANG_VALID_SHARE, better="higher", unit="%"),
+        check(
+            f"{language}: valid tasks / candidates the toolchain can run",
+            runnable_share,
+            TARGET_LANG_VALID_SHARE,
+            better="higher",
+            unit="%",
+        ),
+        check(
+            f"{language}: valid tasks whose expected patch scores 1.0", expected_rate, 100.0, better="higher", unit="%"
+        ),
+    ]
+    if ratios:
+        checks.append(
+            check(
+                f"{language}: validation vs bare {runner}, median",
+                statistics.median(ratios),
+                TARGET_VALIDATION_RATIO,
+                better="lower",
+                unit="x",
+                floor=f"the same two {runner} runs on the host, no sandbox"
+                + (", a fresh build cache as each sandboxed run has" if language == "go" else ""),
+            )
+        )
+    return {"summary": summary, "checks": checks}
+
+
 def run() -> dict[str, Any]:
-    listed = corpus()
+    listed = all_corpora()
     unknown = sorted(set(ONLY) - {r.name for r in listed})
     if unknown:
         raise ValueError(f"BENCH_REAL_HISTORY_ONLY: no such bundle {unknown}; the corpus: {[r.name for r in listed]}")
@@ -247,28 +359,34 @@ def run() -> dict[str, Any]:
             # Progress as it goes: a full run takes many minutes.
             print(f"real_history: {repo.name} {json.dumps(rows[repo.name])}", file=sys.stderr, flush=True)
         synthetic = _synthetic(scratch) if SYNTH else {}
-    candidates = sum(r["candidates"] for r in rows.values())
-    valid = sum(r["valid"] for r in rows.values())
-    scored = sum(r["scored"] for r in rows.values())
-    expected_1 = sum(r["expected_1"] for r in rows.values())
+    # The corpus-wide figures and checks below are the Python corpus's, as before; Go's and
+    # JavaScript's are per language (_language_summary). Crashes and empty patches count everywhere.
+    python_rows = {name: r for name, r in rows.items() if r["language"] == "python"}
+    candidates = sum(r["candidates"] for r in python_rows.values())
+    valid = sum(r["valid"] for r in python_rows.values())
+    scored = sum(r["scored"] for r in python_rows.values())
+    expected_1 = sum(r["expected_1"] for r in python_rows.values())
+    languages = {lang: _language_summary(lang, rows) for lang in LANG_CORPUS_DIRS if lang in LANGUAGES}
     crashes = [f"{name}: {c}" for name, r in rows.items() for c in r["crashes"]]
     empty_above_0 = sorted(k for res in results.values() for k, t in res["tasks"].items() if t.get("empty", 0) > 0)
     expected_not_1 = sorted(
         k for res in results.values() for k, t in res["tasks"].items() if "expected" in t and t["expected"] != 1.0
     )
     share = 100 * valid / candidates if candidates else 0.0
-    ratios = [x for r in rows.values() for x in r["validation_vs_bare"]]
+    ratios = [x for r in python_rows.values() for x in r["validation_vs_bare"]]
     strengths = [t["strength"]["score"] for res in results.values() for t in res["tasks"].values()
                  if t.get("strength", {}).get("score") is not None]  # fmt: skip
     expected_rate = 100 * expected_1 / scored if scored else 0.0
     print(table(rows), file=sys.stderr, flush=True)
     return {
         "options": {"max": MAX, "runs_each_way": RUNS, "jobs": JOBS or "default", "score": SCORE}
-        | {"strength_mutants": STRENGTH, "timed_per_repository": TIMED},
+        | {"strength_mutants": STRENGTH, "timed_per_repository": TIMED}
+        | {"languages": LANGUAGES, "lang_max": LANG_MAX},
         "repositories": rows,
         "results": results,
         "table": table(rows),
         "synthetic": synthetic,
+        "languages": {lang: found["summary"] for lang, found in languages.items()},
         "summary": {
             "repositories": len(rows),
             "gate_passed": sum(1 for r in rows.values() if r["gate"] == "passed"),
@@ -300,8 +418,17 @@ def run() -> dict[str, Any]:
             "load_average_max": max(load),
         },
         "checks": [
-            check("valid tasks / candidates, corpus", share, TARGET_VALID_SHARE, better="higher", unit="%"),
-            check("valid tasks whose expected patch scores 1.0", expected_rate, 100.0, better="higher", unit="%"),
+            *(
+                [
+                    check("valid tasks / candidates, corpus", share, TARGET_VALID_SHARE, better="higher", unit="%"),
+                    check(
+                        "valid tasks whose expected patch scores 1.0", expected_rate, 100.0, better="higher", unit="%"
+                    ),
+                ]
+                if python_rows
+                else []
+            ),
+            *(c for found in languages.values() for c in found["checks"]),
             check("valid tasks whose empty patch scores > 0", len(empty_above_0), 0, better="lower"),
             check("crashes (builder, validation, scoring)", len(crashes), 0, better="lower"),
             *(

@@ -189,7 +189,7 @@ def gate_commit(repo: Path, language: str, lookback: int = GATE_LOOKBACK) -> tup
 def all_test_ids(workspace: Path, language: str) -> list[str]:
     """Every test of the tree as the runner's ids: each Go package with tests, each JavaScript test file."""
     found = []
-    for path in _walk(workspace):
+    for path in _walk(workspace, language):
         rel = path.relative_to(workspace).as_posix()
         if language == GO and path.name.endswith("_test.go"):
             found.append(str(PurePosixPath(rel).parent))
@@ -232,16 +232,19 @@ def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_sh
     return gate
 
 
-def _walk(root: Path) -> Iterable[Path]:
-    """The tree's files as `go test ./...` and Vitest look for tests: no `vendor`, `node_modules`,
-    `testdata`, hidden or `_`-led folders, nor a nested Go module."""
+def _walk(root: Path, language: str) -> Iterable[Path]:
+    """The tree's files where the runner looks for tests: for `go test ./...` no `vendor`, `testdata`,
+    `.`- or `_`-led folder nor nested module; for Vitest no `node_modules` nor `.`-led folder."""
     for child in sorted(root.iterdir()):
         if child.is_symlink():
             continue
         if child.is_dir():
-            skipped = child.name in ("vendor", "node_modules", "testdata") or child.name[:1] in "._"
-            if not skipped and not (child / "go.mod").exists():
-                yield from _walk(child)
+            if language == GO:
+                skipped = child.name in ("vendor", "testdata") or child.name[:1] in "._" or (child / "go.mod").exists()
+            else:
+                skipped = child.name == "node_modules" or child.name.startswith(".")
+            if not skipped:
+                yield from _walk(child, language)
         elif child.is_file():
             yield child
 
