@@ -12,6 +12,7 @@ from typing import Any
 from core.vocabulary import TaskSource
 from patches import PatchError, parse
 from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
+from tasks.lang_tests import PYTHON, language_of
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
 
@@ -28,6 +29,18 @@ def _test_list(value: Any, where: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise BuildError(f"{where} must be a list of test ids")
     return value
+
+
+def _language(record: dict[str, Any], where: str) -> dict[str, str]:
+    """The metadata a row's `language` gives (Multi-SWE-bench's field, our export's): a Go or
+    JavaScript task names it and runs its own runner, so the row's test_cmd is not its command."""
+    try:
+        language = language_of({"language": record.get("language") or PYTHON})
+    except ValueError as exc:
+        raise BuildError(f"{where}: {exc}") from None
+    if language == PYTHON:
+        return {"test_command": record.get("test_cmd") or "python -m pytest -q"}
+    return {"language": language}
 
 
 def read_instances(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -84,7 +97,7 @@ def build_task(record: dict[str, Any], lineno: int, repos_dir: Path, out: Path) 
             "source": TaskSource.ISSUE_PR,
             "repo": record["repo"],
             "base_commit": record["base_commit"],
-            "test_command": record.get("test_cmd") or "python -m pytest -q",
+            **_language(record, where),
             "fail_to_pass": _test_list(record.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS"),
             "pass_to_pass": _test_list(record.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS"),
             "tags": ["swe-bench"],

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import tarfile
 import tomllib
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from sandbox import Limits, Sandbox
 from sandbox.backends.bwrap import BwrapBackend
@@ -201,3 +202,60 @@ def test_the_go_reader_takes_the_worse_end_and_believes_no_pass_of_a_package_tha
         "m/r::TestD": True,
         "m/r": True,
     }
+
+
+def test_a_go_swebench_row_imports_back_as_the_same_go_task(tmp_path: Path) -> None:
+    """A row that names `language: go` builds a Go task (its test_cmd is the runner's, not a command to
+    keep), and exporting that task gives the row again; an unknown language is refused, nothing written."""
+    task_dir = DEMO / "go_tasks" / "go_0001"
+    clone = tmp_path / "repos" / "acme__numkit"
+    shutil.copytree(task_dir / "repo_snapshot", clone)
+    base = _commit(clone, "numkit")
+    work = tmp_path / "work"
+    shutil.copytree(clone, work)
+    shutil.copy(task_dir / "tests" / "lists_test.go", work / "lists" / "lists_test.go")
+    _git(work, "add", "-A")
+    test_patch = _git(work, "diff", "--cached") + "\n"
+    meta = json.loads((task_dir / "metadata.json").read_text())
+    row = {
+        "language": "go",
+        "instance_id": "acme__numkit-1",
+        "repo": "acme/numkit",
+        "base_commit": base,
+        "patch": (task_dir / "expected_patch").read_text(),
+        "test_patch": test_patch,
+        "problem_statement": (task_dir / "task.md").read_text(),
+        "FAIL_TO_PASS": json.dumps(meta["fail_to_pass"]),
+        "PASS_TO_PASS": json.dumps(meta["pass_to_pass"]),
+        "test_cmd": "go test -json ./...",
+    }
+    given = tmp_path / "given.jsonl"
+    given.write_text(json.dumps({**row, "language": "cobol"}) + "\n")
+    with pytest.raises(CommandError, match="language must be one of"):
+        call_command("import_tasks", str(given), "--repos", str(tmp_path / "repos"), "--suite", "swe-go", verbosity=0)
+    assert not Task.objects.exists()
+    given.write_text(json.dumps(row) + "\n")
+    call_command("import_tasks", str(given), "--repos", str(tmp_path / "repos"), "--suite", "swe-go", verbosity=0)
+    task = Task.objects.get(task_id="acme__numkit-1")
+    assert task.language == "go" and task.tests_dest == "lists"
+    exported = tmp_path / "exported.jsonl"
+    shutil.copy(export(tmp_path, "swe-go", "swe-bench"), exported)
+    (out,) = [json.loads(line) for line in exported.read_text().splitlines()]
+    assert {k: out[k] for k in row if k not in ("test_patch", "test_cmd")} == {
+        k: v for k, v in row.items() if k not in ("test_patch", "test_cmd")
+    }
+    version = task.version
+    call_command("import_tasks", str(exported), "--repos", str(tmp_path / "repos"), "--suite", "swe-go", verbosity=0)
+    assert Task.objects.get(task_id="acme__numkit-1").version == version and Task.objects.count() == 1
+
+
+def _git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def _commit(repo: Path, message: str) -> str:
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", "-A")
+    _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", message)
+    return _git(repo, "rev-parse", "HEAD")
