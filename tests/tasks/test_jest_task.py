@@ -80,3 +80,4 @@ def test_the_jest_tasks_expected_patch_scores_one_and_a_patch_to_its_runner_chan
     assert (empty.reward, empty.f2p_passed, empty.p2p_passed) == (0.0, 0, 2), empty.flags
     assert empty.breakdown["test_run_valid"] is True
     assert empty.breakdown["lang"]["restored_from_base"] == ["package.json"]
+    assert empty.breakdown["lang"]["runner"] == "jest"  # the base's runner, recorded with the score

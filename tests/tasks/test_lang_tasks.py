@@ -189,6 +189,7 @@ def test_the_expected_patch_scores_one_and_the_empty_patch_zero(lang: Lang, tmp_
     assert (honest.reward, honest.resolved) == (1.0, True), honest.flags
     assert (honest.f2p_passed, honest.p2p_passed) == (len(lang.f2p), len(lang.p2p))
     assert honest.breakdown["lang"]["language"] == lang.language
+    assert honest.breakdown["lang"]["runner"] == ("go test" if lang.language == "go" else "vitest")
     empty = scored(spec, "")
     assert (empty.reward, empty.resolved) == (0.0, False)
     assert (empty.f2p_passed, empty.p2p_passed) == (0, len(lang.p2p)), empty.flags
