@@ -20,10 +20,11 @@ from typing import Any
 from sandbox.go_run import SCRIPT as GO_SCRIPT
 from sandbox.go_run import find_toolchain, go_env, module_path
 from sandbox.go_run import selection as go_selection
-from sandbox.js_run import js_string
+from sandbox.js_run import JEST_JUNIT_ENV, JEST_JUNIT_LOCK, THREAD_ENV, WORKERS, WORKSPACE_MOUNT, jest_config, js_string
 from sandbox.js_run import selection as js_selection
 from sandbox.node_env import NODE, ensure_node_modules
-from tasks.lang_tests import GO, PYTHON, validation_ids
+from sandbox.outcomes_js import JsRunner
+from tasks.lang_tests import GO, PYTHON, js_runner, validation_ids
 from tasks.spec import TaskSpec, task_environment
 from tasks.strength import measure
 from tasks.validation import VALIDATION_ARGS, selected_files, validate
@@ -40,6 +41,7 @@ BARE_VITEST_CONFIG = """export default {{
     outputFile: {{ junit: {junit}, json: {summary} }},
     testNamePattern: {pattern},
     watch: false,
+    maxWorkers: {workers},
     allowOnly: false,
     passWithNoTests: false,
     setupFiles: [],
@@ -135,9 +137,7 @@ def _bare_lang_round(task: TaskSpec, expected_patch: str) -> float:
             shutil.copytree(task.tests_dir, work / task.tests_dest, dirs_exist_ok=True)
             scratch = Path(name) / f"scratch-{int(patched)}"
             scratch.mkdir()
-            command, env, report = (
-                _bare_go(task, work, scratch) if task.language == GO else _bare_vitest(task, work, scratch)
-            )
+            command, env, report = _bare_command(task, work, scratch)
             started = time.perf_counter()
             done = subprocess.run(
                 command, cwd=work, env=env, capture_output=True, timeout=max(60, 4 * task.timeout_seconds)
@@ -147,6 +147,14 @@ def _bare_lang_round(task: TaskSpec, expected_patch: str) -> float:
                 tail = (done.stdout + done.stderr).decode("utf-8", "replace").strip()[-300:]
                 raise RuntimeError(f"{task.task_id}: the bare run exited {done.returncode} with no report: {tail}")
     return spent
+
+
+def _bare_command(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
+    if task.language == GO:
+        return _bare_go(task, work, scratch)
+    if js_runner(task.base_dir) == JsRunner.JEST:
+        return _bare_jest(task, work, scratch)
+    return _bare_vitest(task, work, scratch)
 
 
 def _bare_go(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
@@ -172,8 +180,35 @@ def _bare_vitest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], 
             junit=js_string(str(junit)),
             summary=js_string(str(summary)),
             pattern=f"new RegExp({js_string(pattern)})" if pattern is not None else "undefined",
+            workers=WORKERS,
         )
     )
     argv = [NODE, str(modules / "vitest" / "vitest.mjs"), "run", "--config", str(config), "--configLoader", "native"]
-    env = {**os.environ, "NODE_OPTIONS": "--disable-wasm-trap-handler", "CI": "true", "NO_COLOR": "1", "TZ": "UTC"}
-    return [*argv, "--root", str(work)], env, summary
+    return [*argv, "--root", str(work)], _node_env(), summary
+
+
+def _bare_jest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
+    """sandbox.js_run's Jest run on the host: its config with the workspace's path for the sandbox's."""
+    modules = ensure_node_modules(task.base_dir)
+    (work / "node_modules").symlink_to(modules)
+    reporter = ensure_node_modules(JEST_JUNIT_LOCK)
+    files, pattern = js_selection(work, validation_ids(task))
+    junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "jest.config.json"
+    text = jest_config(files, pattern, modules, str(reporter / "jest-junit"))
+    config.write_text(text.replace(WORKSPACE_MOUNT, str(work)))
+    argv = [NODE, str(modules / "jest" / "bin" / "jest.js"), "--config", str(config), "--json", "--outputFile"]
+    env = _node_env() | JEST_JUNIT_ENV | {"JEST_JUNIT_OUTPUT_FILE": str(junit)}
+    return [*argv, str(summary), "--forceExit"], env, summary
+
+
+def _node_env() -> dict[str, str]:
+    """The variables a sandboxed JavaScript run sets (sandbox.js_run), over the host's."""
+    return {
+        **os.environ,
+        "NODE_OPTIONS": "--disable-wasm-trap-handler",
+        "CI": "true",
+        "NO_COLOR": "1",
+        "FORCE_COLOR": "0",
+        "TZ": "UTC",
+        **THREAD_ENV,
+    }

@@ -17,7 +17,7 @@ candidate changes a test file by that naming and a source file that is not one.
 The runner's view of the base decides the rest, each case counted by its reason, never dropped:
 a Go base without `go.mod` (GOPATH era), whose `go` directive asks for a newer Go than the
 toolchain's, or that requires modules it does not vendor (no proxy is reachable); a JavaScript
-base without `package-lock.json`, or whose runner has no sandboxed runner here (only Vitest).
+base without `package-lock.json`, or whose runner has no sandboxed runner here (Vitest and Jest have).
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from sandbox.go_run import find_toolchain, run_go_tests
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
 from sandbox.node_env import NodeEnvError
+from sandbox.outcomes_js import JsRunner
+from tasks import lang_tests
 from tasks.builders.common import BuildError, export_tree, git
 from tasks.lang_tests import GO, JAVASCRIPT, PYTHON
 
@@ -48,7 +50,7 @@ _JS_TEST_NAME = re.compile(r"\.(test|spec)\.[A-Za-z0-9]+$")
 # The runners a package.json can name, most specific first: the first found is the project's.
 JS_RUNNERS = ("vitest", "jest", "mocha", "ava", "jasmine", "tap", "uvu")
 # The runners sandbox.js_run can run; a base with another is skipped with its runner named.
-SUPPORTED_JS_RUNNERS = frozenset({"vitest"})
+SUPPORTED_JS_RUNNERS = frozenset(runner.value for runner in JsRunner)
 _GO_DIRECTIVE = re.compile(r"^go\s+(\d+)\.(\d+)", re.MULTILINE)
 _GO_REQUIRE = re.compile(r"^require\s*(\(|[^\s(])", re.MULTILINE)
 MAX_MANIFEST_BYTES = 1024 * 1024
@@ -81,12 +83,12 @@ def repo_language(repo: Path, commit: str = "HEAD") -> str:
     names = _root_names(repo, commit)
     if "go.mod" in names:
         return GO
-    if "package.json" in names and js_runner(_show(repo, commit, "package.json")):
+    if "package.json" in names and named_js_runner(_show(repo, commit, "package.json")):
         return JAVASCRIPT
     return PYTHON
 
 
-def js_runner(package_json: bytes) -> str:
+def named_js_runner(package_json: bytes) -> str:
     """The test runner a package.json names: a dependency first, else a word of its `test` script."""
     try:
         data = json.loads(package_json[:MAX_MANIFEST_BYTES])
@@ -160,7 +162,7 @@ def refusal(repo: Path, commit: str, language: str) -> RunnerRefusal | None:
     if "package-lock.json" not in names:
         others = sorted(names & {"pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"})
         return RunnerRefusal(NO_NPM_LOCK, f"lock files: {', '.join(others) or 'none'}")
-    runner = js_runner(_show(repo, commit, "package.json")) if "package.json" in names else ""
+    runner = named_js_runner(_show(repo, commit, "package.json")) if "package.json" in names else ""
     if runner not in SUPPORTED_JS_RUNNERS:
         version = _locked_version(_show(repo, commit, "package-lock.json"), runner) if runner else ""
         return RunnerRefusal(JS_RUNNER_UNSUPPORTED, f"{runner or 'no runner'} {version}".strip())
@@ -220,14 +222,16 @@ def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_sh
             return GateReport(False, commit, "no test file was found")
         try:
             if language == GO:
-                report = run_go_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend)
+                report, environment = run_go_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend), "go toolchain"
             else:
                 limits = Limits(memory_mb=GATE_JS_MEMORY_MB)
-                report = run_js_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend, limits=limits)
+                runner = lang_tests.js_runner(snapshot)
+                report = run_js_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend, limits=limits, runner=runner)
+                environment = f"npm ci of the lock, {runner}"
         except (SandboxError, NodeEnvError) as exc:
             return GateReport(False, commit, f"the suite could not be run: {str(exc)[:500]}")
     gate = judge(report, commit, min_pass_share)
-    gate.environment = "go toolchain" if language == GO else "npm ci of the lock"
+    gate.environment = environment
     gate.seconds = round(time.monotonic() - started, 1)
     return gate
 

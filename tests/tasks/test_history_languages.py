@@ -1,9 +1,9 @@
 """Tasks from the git history of Go and JavaScript/TypeScript repositories (tasks.builders.lang_history),
 built from the corpora's bundles (tests/fixtures/real-repos-go/, real-repos-js/) by `build_tasks --from-git`.
 
-gomarkdown (BSD-2-Clause, Go 1.12, standard library only) and jsonrepair (ISC, Vitest 4 at its newest
-commits) each give one chosen commit that fixes a bug with a test; toml's two newest ask for Go 1.21,
-the toolchain is Debian's 1.19; luxon runs Jest throughout, which has no sandboxed runner yet.
+gomarkdown (BSD-2-Clause, Go 1.12, standard library only) and tough-cookie (BSD-3-Clause, Vitest 4 at
+its newest commits) each give one chosen commit that fixes a bug with a test; toml's two newest ask for Go 1.21,
+the toolchain is Debian's 1.19; jsonrepair's oldest commits ran mocha, which has no sandboxed runner.
 """
 
 from __future__ import annotations
@@ -40,16 +40,25 @@ def _build(clone: Path, suite: str, *extra: str) -> None:
 
 
 # gomarkdown ab600fb "End lists before insufficiently indented blockquotes (fixes #243)" (a test in the
-# root package, the fix in parser/); jsonrepair 6668676 "fix: trailing-comma repair strips the parents ..."
+# root package, the fix in parser/); tough-cookie 1c6e9cd "fix: avoid decoding URL authority part (#614)"
+# (a test in lib/__tests__/regression.spec.ts, the fix in lib/cookie/cookieJar.ts).
 GOMARKDOWN_FIX = "ab600fb05e5d87ed89be895adccd7ef79bf66e58"
-JSONREPAIR_FIX = "6668676a27b5e805a356b3ee7bb8cb382da069e7"
+TOUGH_COOKIE_FIX = "1c6e9cd569afd982c9b4c77841de2ad770d65235"
+# jsonrepair's last commit on mocha, before f7baa29 "chore: switch from `mocha` to `vitest` for testing".
+JSONREPAIR_MOCHA = "f9bf0697be03d91235780169b61a564f0bd0becc"
 
 
 @pytest.mark.parametrize(
     ("bundle", "commit", "language", "licence", "hidden"),
     [
         ("real-repos-go/gomarkdown.bundle", GOMARKDOWN_FIX, "go", "BSD-2-Clause", "github.com/gomarkdown/markdown::"),
-        ("real-repos-js/jsonrepair.bundle", JSONREPAIR_FIX, "javascript", "ISC", "src/index.test.ts::"),
+        (
+            "real-repos-js/tough-cookie.bundle",
+            TOUGH_COOKIE_FIX,
+            "javascript",
+            "BSD-3-Clause",
+            "lib/__tests__/regression.spec.ts::",
+        ),
     ],
     ids=["go", "javascript"],
 )
@@ -98,9 +107,10 @@ def test_commits_the_runner_cannot_run_are_counted_by_reason(tmp_path: Path) -> 
 
 
 def test_a_repository_whose_runner_is_unsupported_stops_at_the_gate_with_its_reason(tmp_path: Path) -> None:
-    luxon = _clone("real-repos-js/luxon.bundle", tmp_path)
+    mocha = _clone("real-repos-js/jsonrepair.bundle", tmp_path)
+    subprocess.run(["git", "-C", str(mocha), "reset", "-q", "--hard", JSONREPAIR_MOCHA], check=True, timeout=60)
     with pytest.raises(CommandError) as refused:
-        _build(luxon, "luxon", "--max", "2")
+        _build(mocha, "mocha", "--max", "2")
     assert "the repository gate failed" in str(refused.value)
-    gate = TaskSuite.objects.get(name="luxon").build_report["gate"]
-    assert not gate["passed"] and gate["reason"] == f"{lang_history.JS_RUNNER_UNSUPPORTED}: jest 29.4.3", gate
+    gate = TaskSuite.objects.get(name="mocha").build_report["gate"]
+    assert not gate["passed"] and gate["reason"] == f"{lang_history.JS_RUNNER_UNSUPPORTED}: mocha 10.2.0", gate
