@@ -201,7 +201,9 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
     """
     if HOUSEKEEPING_SUBJECT.search(candidate.subject):
         return SkipReason.HOUSEKEEPING, candidate.subject[:120]
-    if all(TOOLING_PATH.search(path) for path in candidate.code_files):
+    if all(
+        TOOLING_PATH.search(path) or lang_history.is_tooling(candidate.language, path) for path in candidate.code_files
+    ):
         return SkipReason.TOOLING_ONLY, ", ".join(candidate.code_files[:3])
     if candidate.files > max_files or candidate.changed_lines > max_lines:
         detail = f"{candidate.files} files, {candidate.changed_lines} lines (limits {max_files}, {max_lines})"
@@ -313,7 +315,7 @@ def build_task(
         candidate.parent,
         candidate.commit,
         "--",
-        *candidate.code_files,
+        *(path for path in candidate.code_files if not lang_history.is_tooling(candidate.language, path)),
     ).decode("utf-8", "replace")
     if not patch.strip():
         raise BuildError(f"{candidate.commit[:8]}: {SkipReason.NO_CODE_CHANGE}")

@@ -47,6 +47,12 @@ if TYPE_CHECKING:
 
 JS_SOURCE = (".js", ".ts", ".mjs", ".cjs", ".jsx", ".tsx", ".mts", ".cts")
 _JS_TEST_NAME = re.compile(r"\.(test|spec)\.[A-Za-z0-9]+$")
+# Folders whose every file belongs to the tests (helpers, set-up files, fixtures), as Python's tests/.
+JS_TEST_FOLDERS = frozenset({"test", "tests", "__tests__", "__mocks__", "__fixtures__"})
+# Tooling, not the project's behaviour: a runner's, bundler's, linter's or transpiler's configuration
+# (jest.config.js, vitest.config.ts, babel.config.cjs, .eslintrc.js). Scoring refuses a patch that
+# edits a runner's config, so an expected patch must never hold one.
+_JS_TOOLING = re.compile(r"^\.|[.-]config\.[cm]?[jt]sx?$")
 # The runners a package.json can name, most specific first: the first found is the project's.
 JS_RUNNERS = ("vitest", "jest", "mocha", "ava", "jasmine", "tap", "uvu")
 # The runners sandbox.js_run can run; a base with another is skipped with its runner named.
@@ -114,7 +120,12 @@ def is_test(language: str, path: str) -> bool:
     pure = PurePosixPath(path)
     if language == GO:
         return pure.name.endswith("_test.go") or "testdata" in pure.parts[:-1]
-    return "__tests__" in pure.parts[:-1] or bool(_JS_TEST_NAME.search(pure.name))
+    return bool(JS_TEST_FOLDERS & set(pure.parts[:-1])) or bool(_JS_TEST_NAME.search(pure.name))
+
+
+def is_tooling(language: str, path: str) -> bool:
+    """A JavaScript configuration file of the project's tools: never in an expected patch."""
+    return language == JAVASCRIPT and bool(_JS_TOOLING.search(PurePosixPath(path).name))
 
 
 def is_test_module(language: str, path: str) -> bool:
@@ -122,7 +133,7 @@ def is_test_module(language: str, path: str) -> bool:
     pure = PurePosixPath(path)
     if language == GO:
         return pure.name.endswith("_test.go") and "testdata" not in pure.parts[:-1]
-    return is_test(language, path)
+    return "__tests__" in pure.parts[:-1] or bool(_JS_TEST_NAME.search(pure.name))
 
 
 def is_code(language: str, path: str) -> bool:

@@ -114,3 +114,24 @@ def test_a_repository_whose_runner_is_unsupported_stops_at_the_gate_with_its_rea
     assert "the repository gate failed" in str(refused.value)
     gate = TaskSuite.objects.get(name="mocha").build_report["gate"]
     assert not gate["passed"] and gate["reason"] == f"{lang_history.JS_RUNNER_UNSUPPORTED}: mocha 10.2.0", gate
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("lib/cookie/cookieJar.ts", "code"),
+        ("src/config.ts", "code"),
+        ("src/a.test.ts", "test"),
+        ("lib/__tests__/data/parser.ts", "test"),
+        ("test/setupTests.js", "test"),  # a helper of the tests: hidden with them, never the fix
+        ("jest.config.js", "tooling"),  # scoring refuses a patch that edits the runner's config
+        ("vitest.config.mts", "tooling"),
+        (".eslintrc.cjs", "tooling"),
+    ],
+)
+def test_javascript_files_are_told_apart_so_an_expected_patch_holds_code_only(path: str, kind: str) -> None:
+    assert lang_history.is_test("javascript", path) == (kind == "test")
+    assert lang_history.is_tooling("javascript", path) == (kind == "tooling")
+    assert (lang_history.is_code("javascript", path) and not lang_history.is_tooling("javascript", path)) == (
+        kind == "code"
+    )
