@@ -83,6 +83,7 @@ RUNNER_REFUSALS = frozenset(
         "go.mod asks for a newer Go than the toolchain's",
         "go.mod requires modules that are not vendored (no module proxy here)",
         "no package-lock.json at the base",
+        "its package-lock.json cannot be installed here",
         "its JavaScript test runner has no sandboxed runner yet",
     }
 )

@@ -60,6 +60,7 @@ class SkipReason(StrEnum):
     NEWER_GO = lang_history.NEWER_GO
     GO_NOT_VENDORED = lang_history.GO_NOT_VENDORED
     NO_NPM_LOCK = lang_history.NO_NPM_LOCK
+    LOCK_REFUSED = lang_history.LOCK_REFUSED
     JS_RUNNER_UNSUPPORTED = lang_history.JS_RUNNER_UNSUPPORTED
 
 

@@ -17,11 +17,13 @@ candidate changes a test file by that naming and a source file that is not one.
 The runner's view of the base decides the rest, each case counted by its reason, never dropped:
 a Go base without `go.mod` (GOPATH era), whose `go` directive asks for a newer Go than the
 toolchain's, or that requires modules it does not vendor (no proxy is reachable); a JavaScript
-base without `package-lock.json`, or whose runner has no sandboxed runner here (Vitest and Jest have).
+base without `package-lock.json` (or with one `npm ci` here would refuse), or whose runner has no
+sandboxed runner here (Vitest and Jest have).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
@@ -36,7 +38,7 @@ from sandbox.core import make_backend
 from sandbox.go_run import find_toolchain, run_go_tests
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
-from sandbox.node_env import NodeEnvError
+from sandbox.node_env import NodeEnvError, check_lock, configured_registry
 from sandbox.outcomes_js import JsRunner
 from tasks import lang_tests
 from tasks.builders.common import BuildError, export_tree, git
@@ -81,6 +83,7 @@ NO_GO_MODULE = "no go.mod at the base (a GOPATH-era commit)"
 NEWER_GO = "go.mod asks for a newer Go than the toolchain's"
 GO_NOT_VENDORED = "go.mod requires modules that are not vendored (no module proxy here)"
 NO_NPM_LOCK = "no package-lock.json at the base"
+LOCK_REFUSED = "its package-lock.json cannot be installed here"
 JS_RUNNER_UNSUPPORTED = "its JavaScript test runner has no sandboxed runner yet"
 
 
@@ -174,10 +177,22 @@ def refusal(repo: Path, commit: str, language: str) -> RunnerRefusal | None:
         others = sorted(names & {"pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"})
         return RunnerRefusal(NO_NPM_LOCK, f"lock files: {', '.join(others) or 'none'}")
     runner = named_js_runner(_show(repo, commit, "package.json")) if "package.json" in names else ""
+    lock = _show(repo, commit, "package-lock.json")
     if runner not in SUPPORTED_JS_RUNNERS:
-        version = _locked_version(_show(repo, commit, "package-lock.json"), runner) if runner else ""
+        version = _locked_version(lock, runner) if runner else ""
         return RunnerRefusal(JS_RUNNER_UNSUPPORTED, f"{runner or 'no runner'} {version}".strip())
+    try:
+        # What sandbox.node_env refuses before npm runs (a package without a registry version and hash).
+        check_lock(lock, _registry())
+    except NodeEnvError as exc:
+        return RunnerRefusal(LOCK_REFUSED, str(exc)[:300])
     return None
+
+
+@functools.cache
+def _registry() -> str:
+    """npm's configured registry, asked once per process (a subprocess each time otherwise)."""
+    return configured_registry()
 
 
 def tests_dest(language: str, common: str) -> str:
