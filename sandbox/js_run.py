@@ -137,13 +137,19 @@ def selection(workspace: Path, test_ids: Sequence[str]) -> tuple[list[str], str 
         if not path:
             whole = True
         else:
-            names.add(" ".join(path.split(SEPARATOR)))
+            names.add(_name_regex(path))
     if not files:
         raise SandboxError("no test ids to run")
     if whole or not names:
         return list(files), None
-    escaped = "|".join(_REGEX_SPECIAL.sub(r"\\\1", name) for name in sorted(names))
-    return list(files), f"(?:^| )(?:{escaped})$"
+    return list(files), f"(?:^| )(?:{'|'.join(sorted(names))})$"
+
+
+def _name_regex(path: str) -> str:
+    """The runner's full name of `describe > ... > test`, as a regex: its names joined by spaces. A
+    title may itself hold " > " (luxon's "precision is > 'minute'"), which the id cannot tell from
+    nesting, so each separator matches either a space or itself."""
+    return "(?: | > )".join(_REGEX_SPECIAL.sub(r"\\\1", part) for part in path.split(SEPARATOR))
 
 
 def vitest_config(files: Sequence[str], pattern: str | None, dirs: RunDirs) -> str:

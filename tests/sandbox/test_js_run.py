@@ -106,6 +106,23 @@ def test_a_file_name_full_of_glob_syntax_selects_itself_only(project: Path) -> N
     assert report.passed(f"{odd}::add > adds") and report.valid
 
 
+def test_a_title_holding_the_separator_is_selected_by_its_id(project: Path) -> None:
+    """An id cannot tell " > " in a title from nesting; the name pattern takes either, so the listed
+    test runs (it was skipped, and an honest patch broke a pass-to-pass test it never ran). The other
+    reading of the id (describe "is", test "'minute'") names the second test, which runs too: it is
+    reported, and scoring counts only the listed ids."""
+    odd = "src/gt.test.js"
+    (project / odd).write_text(
+        'import { describe, test } from "vitest";\n'
+        'describe("precision", () => {\n'
+        "  test(\"is > 'minute'\", () => {});\n"
+        "  test(\"is 'minute'\", () => { throw new Error('not this one'); });\n"
+        "});\n"
+    )
+    report = run(project, "precision > is > 'minute'", file=odd)
+    assert report.passed(f"{odd}::precision > is > 'minute'") and report.valid, outcomes(report, odd)
+
+
 def test_a_file_id_runs_the_whole_file_and_bad_paths_are_refused(project: Path) -> None:
     assert selection(project, [FILE, f"{FILE}::add > adds"]) == ([FILE], None)
     for bad in ("../x.test.js::t", "/etc/passwd::t", "src/none.test.js::t", "-c.js::t", "src//math.test.js::t"):
