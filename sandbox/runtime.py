@@ -32,6 +32,10 @@ SYSTEM_DIRS = (
     "/etc/localtime",
     "/etc/mime.types",
 )
+# The sandbox's /etc/hosts, never the host's (which may name the host's network): "localhost" must
+# resolve, inside a network namespace that has only loopback, for a test runner or a test that
+# serves on it (Vite 7's dev server asks for localhost; without an entry it fails EAI_AGAIN).
+HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 # Debian's merged /usr: these are symlinks into /usr inside the sandbox.
 USR_SYMLINKS = (("usr/bin", "/bin"), ("usr/sbin", "/sbin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"))
 
@@ -77,7 +81,7 @@ def default_runtime() -> Runtime:
 def _etc_key(sources: tuple[str, ...]) -> str:
     """What the copy depends on: each source's inode, size and time. dpkg and update-ca-certificates
     replace a file by renaming a new one over it, which changes these (and a directory's time)."""
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(HOSTS.encode())
     for source in sources:
         st = os.lstat(source)
         digest.update(f"{source}\0{st.st_ino}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
@@ -98,6 +102,8 @@ def _prepared_etc(sources: tuple[str, ...], key: str, etc: str) -> str:
                 shutil.copytree(source, inside, symlinks=True)
             else:
                 shutil.copy2(source, inside, follow_symlinks=False)
+        (staging / "hosts").write_text(HOSTS)
+        os.chmod(staging / "hosts", 0o644)
         for directory, _, _ in os.walk(staging):
             os.chmod(directory, 0o755)  # noqa: S103 - read by the sandbox's user, mounted read-only
         try:

@@ -10,7 +10,7 @@ import pytest
 
 from sandbox import Limits
 from sandbox.backends.bwrap import BwrapBackend
-from sandbox.runtime import prepared_etc
+from sandbox.runtime import HOSTS, prepared_etc
 
 
 @pytest.fixture
@@ -34,8 +34,9 @@ def test_the_copy_holds_the_sources_with_their_links_and_nothing_else(tmp_path: 
     copy = Path(prepared_etc(ro_paths, str(etc)))
     assert copy.parent == runner_dir
     assert sorted(p.relative_to(copy).as_posix() for p in copy.rglob("*")) == [
-        "ld.so.cache", "ssl", "ssl/certs", "ssl/certs/ca.pem", "ssl/certs/hash.0",
+        "hosts", "ld.so.cache", "ssl", "ssl/certs", "ssl/certs/ca.pem", "ssl/certs/hash.0",
     ]  # fmt: skip
+    assert (copy / "hosts").read_text() == HOSTS  # the sandbox's own, never the host's
     assert os.readlink(copy / "ssl" / "certs" / "hash.0") == "ca.pem"
     assert prepared_etc(ro_paths, str(etc)) == str(copy)  # made once
 
@@ -74,3 +75,13 @@ def test_the_sandbox_mounts_etc_once_and_sees_only_the_copy(tmp_path: Path) -> N
     assert result.exit_code == 0, result.stderr
     assert result.stdout.split()[-1] == "ok"
     assert "shadow" not in result.stdout.split()
+
+
+def test_localhost_resolves_and_serves_in_the_sandbox(tmp_path: Path) -> None:
+    """A runner or a test that serves on localhost (Vite 7's dev server does) needs the name: without
+    an /etc/hosts the lookup failed with EAI_AGAIN. Python's and Node's resolvers both find it."""
+    script = "import socket; s = socket.socket(); s.bind(('localhost', 0)); s.listen(); print(s.getsockname()[0])"
+    node = "require('dns').lookup('localhost', {family: 4}, (e, a) => console.log(e ? e.code : a))"
+    result = BwrapBackend().run(["sh", "-c", f'python3 -c "{script}" && node -e "{node}"'], tmp_path, Limits())
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.split() == ["127.0.0.1", "127.0.0.1"]
