@@ -2,7 +2,8 @@
 
 The statement is the log itself; the verifier is the failing test the log names (or
 the one given). An expected patch is optional: without one the task can be solved
-and scored, and validation says it could not confirm the fix.
+and scored, and validation says it could not confirm the fix. A Go or JavaScript
+repository's log is read in its runner's terms (tasks.builders.lang_logs).
 """
 
 from __future__ import annotations
@@ -11,13 +12,21 @@ import hashlib
 import re
 from pathlib import Path
 
+from tasks.builders import lang_history, lang_logs
 from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError, common_dir, task_slug, write_task_dir
 from tasks.builders.common import repo_name as canonical_name
+from tasks.lang_tests import GO, JAVASCRIPT, PYTHON
 from tasks.storage import iter_tree
 
 FAILED_NODE = re.compile(r"^(?:FAILED|ERROR)\s+(\S+\.py::\S+)", re.MULTILINE)
 TRACE_FILE = re.compile(r'File "([^"]+\.py)", line \d+')
 MAX_LOG_CHARS = 20000
+# What a log must hold for its failing tests to be found, by the repository's language.
+LOG_LINES = {
+    PYTHON: "pytest's 'FAILED path::test' lines",
+    GO: "go test's '--- FAIL: TestX' and 'FAIL\t<package>' lines, or -json fail events",
+    JAVASCRIPT: "Jest's 'FAIL <file>' and '● describe › test' lines, or Vitest's 'FAIL <file> > test'",
+}
 
 
 def failing_tests(log: str) -> list[str]:
@@ -36,10 +45,13 @@ def build_task(
 ) -> Path:
     if not log.strip():
         raise BuildError("the log is empty")
-    nodes = tests or failing_tests(log)
+    language = lang_history.tree_language(repo)
+    nodes = tests or (failing_tests(log) if language == PYTHON else lang_logs.failing_ids(log, language))
     if not nodes:
-        raise BuildError("the log names no failing test (pytest's 'FAILED path::test' lines); pass --test NODEID")
+        raise BuildError(f"the log names no failing test ({LOG_LINES[language]}); pass --test ID")
     files = sorted({node.split("::")[0] for node in nodes})
+    if language != PYTHON:
+        files = lang_logs.hidden_files(repo, nodes, language)
     missing = [f for f in files if not (repo / f).is_file()]
     if missing:
         raise BuildError(f"the failing tests' files are not in {repo}: {', '.join(missing)}")
@@ -55,9 +67,10 @@ def build_task(
     metadata = {
         "source": "error_log",
         "repo": name,
-        "test_command": test_command,
+        **({"test_command": test_command} if language == PYTHON else {"language": language}),
         "fail_to_pass": nodes,
         "tags": ["error_log"],
     }
     task_id = task_id or f"{task_slug(name)}-log-{digest}"
-    return write_task_dir(out, task_id, statement, repo, hidden, common_dir(files), expected_patch, metadata)
+    dest = common_dir(files) if language == PYTHON else lang_history.tests_dest(language, common_dir(files))
+    return write_task_dir(out, task_id, statement, repo, hidden, dest, expected_patch, metadata)

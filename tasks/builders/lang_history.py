@@ -97,6 +97,16 @@ def repo_language(repo: Path, commit: str = "HEAD") -> str:
     return PYTHON
 
 
+def tree_language(root: Path) -> str:
+    """The language of a checked-out tree's tests, as repo_language reads a commit's."""
+    package = root / "package.json"
+    if (root / "go.mod").is_file():
+        return GO
+    if package.is_file() and not package.is_symlink() and named_js_runner(package.read_bytes()):
+        return JAVASCRIPT
+    return PYTHON
+
+
 def named_js_runner(package_json: bytes) -> str:
     """The test runner a package.json names: a dependency first, else a word of its `test` script."""
     try:
