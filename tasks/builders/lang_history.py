@@ -227,7 +227,7 @@ def gate_commit(repo: Path, language: str, lookback: int = GATE_LOOKBACK) -> tup
 def all_test_ids(workspace: Path, language: str) -> list[str]:
     """Every test of the tree as the runner's ids: each Go package with tests, each JavaScript test file."""
     found = []
-    for path in _walk(workspace, language):
+    for path in walk(workspace, language):
         rel = path.relative_to(workspace).as_posix()
         if language == GO and path.name.endswith("_test.go"):
             found.append(str(PurePosixPath(rel).parent))
@@ -272,7 +272,7 @@ def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_sh
     return gate
 
 
-def _walk(root: Path, language: str) -> Iterable[Path]:
+def walk(root: Path, language: str) -> Iterable[Path]:
     """The tree's files where the runner looks for tests: for `go test ./...` no `vendor`, `testdata`,
     `.`- or `_`-led folder nor nested module; for Vitest no `node_modules` nor `.`-led folder."""
     for child in sorted(root.iterdir()):
@@ -284,7 +284,7 @@ def _walk(root: Path, language: str) -> Iterable[Path]:
             else:
                 skipped = child.name == "node_modules" or child.name.startswith(".")
             if not skipped:
-                yield from _walk(child, language)
+                yield from walk(child, language)
         elif child.is_file():
             yield child
 

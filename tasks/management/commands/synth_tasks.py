@@ -8,9 +8,15 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from tqdm import tqdm
 
 from sandbox import SandboxError
+from sandbox.core import make_backend
+from sandbox.names import DEFAULT_BACKEND
+from sandbox.node_env import NodeEnvError
+from tasks.builders import lang_history
 from tasks.builders.common import BuildError, repo_name
+from tasks.builders.lang_mutation import synthesize_lang
 from tasks.builders.report import BuildReport
 from tasks.builders.synthetic import synthesize
+from tasks.lang_tests import PYTHON
 from tasks.management.commands._building import (
     add_common_arguments,
     attach_environments,
@@ -46,6 +52,10 @@ class Command(BaseCommand):
         validation = validation_options(options)
         quiet = options["verbosity"] == 0
         name = repo_name(repo, options["repo_name"])
+        language = lang_history.tree_language(repo)
+        if language != PYTHON:
+            finish_build(self, *self._language_tasks(repo, language, name, options, quiet), options, validation)
+            return
         report = BuildReport(
             "synthetic_mutation",
             name,
@@ -87,3 +97,35 @@ class Command(BaseCommand):
             except (BuildError, TaskDirError, SandboxError) as exc:
                 raise CommandError(str(exc)) from None
         finish_build(self, report, result, options, validation)
+
+    def _language_tasks(
+        self, repo: Path, language: str, name: str, options: dict[str, Any], quiet: bool
+    ) -> tuple[BuildReport, TaskImportResult]:
+        """A Go or JavaScript repository: single-operator mutants its tests notice (tasks.builders.lang_mutation)."""
+        if options["combine"]:
+            raise CommandError("--combine joins Python mutants; a Go or JavaScript mutant is one flipped operator")
+        settings = {k: options[k] for k in ("count", "seed")} | {"language": language}
+        report = BuildReport("synthetic_mutation", name, settings)
+        with (
+            tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp,
+            tqdm(total=options["count"], desc="mutants kept", unit="task", disable=quiet, file=self.stderr._out) as bar,
+        ):
+
+            def progress(kept: int, tried: int) -> None:
+                bar.n = kept
+                bar.set_postfix_str(f"{tried} tried")
+                bar.refresh()
+
+            try:
+                backend = make_backend(DEFAULT_BACKEND)
+                built = synthesize_lang(
+                    repo, language, options["count"], options["seed"], Path(tmp), backend, name, progress
+                )
+                for task_dir in built:
+                    keep_if_readable(task_dir, report, task_dir.name, "", options["suite"])
+                if not built:
+                    raise BuildError(f"no mutant of the first {options['count'] * 8} tried was noticed by the tests")
+                result = import_task_dirs(Path(tmp), options["suite"], options["split"])
+            except (BuildError, TaskDirError, SandboxError, NodeEnvError) as exc:
+                raise CommandError(str(exc)) from None
+        return report, result
