@@ -20,7 +20,7 @@ from typing import Any
 from sandbox.go_run import SCRIPT as GO_SCRIPT
 from sandbox.go_run import find_toolchain, go_env, module_path
 from sandbox.go_run import selection as go_selection
-from sandbox.js_run import JEST_JUNIT_ENV, JEST_JUNIT_LOCK, THREAD_ENV, WORKERS, WORKSPACE_MOUNT, jest_config, js_string
+from sandbox.js_run import JEST_JUNIT_ENV, JEST_JUNIT_LOCK, THREAD_ENV, WORKSPACE_MOUNT, jest_config, vitest_config
 from sandbox.js_run import selection as js_selection
 from sandbox.node_env import NODE, ensure_node_modules
 from sandbox.outcomes_js import JsRunner
@@ -30,27 +30,6 @@ from tasks.strength import measure
 from tasks.validation import VALIDATION_ARGS, selected_files, validate
 
 BARE_ROUNDS = 2  # bare runs each way; their median is the floor
-# What sandbox.js_run's harness config sets for a run (its files, names, reporters, no setup files),
-# with the reports written to plain files here.
-BARE_VITEST_CONFIG = """export default {{
-  root: {root},
-  test: {{
-    include: {include},
-    exclude: [],
-    reporters: ["junit", "json"],
-    outputFile: {{ junit: {junit}, json: {summary} }},
-    testNamePattern: {pattern},
-    watch: false,
-    maxWorkers: {workers},
-    allowOnly: false,
-    passWithNoTests: false,
-    setupFiles: [],
-    globalSetup: [],
-    coverage: {{ enabled: false }},
-    typecheck: {{ enabled: false }},
-  }},
-}};
-"""
 
 
 def strength(task: TaskSpec, mutants: int) -> dict[str, Any]:
@@ -173,16 +152,8 @@ def _bare_vitest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], 
     (work / "node_modules").symlink_to(modules)
     files, pattern = js_selection(work, validation_ids(task))
     junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "vitest.config.mjs"
-    config.write_text(
-        BARE_VITEST_CONFIG.format(
-            root=js_string(str(work)),
-            include="[" + ", ".join(js_string(f) for f in files) + "]",
-            junit=js_string(str(junit)),
-            summary=js_string(str(summary)),
-            pattern=f"new RegExp({js_string(pattern)})" if pattern is not None else "undefined",
-            workers=WORKERS,
-        )
-    )
+    # The harness's own config (sandbox.js_run), with the host's paths and a cache of this run's own.
+    config.write_text(vitest_config(files, pattern, str(work), str(junit), str(summary), str(scratch / "vite")))
     argv = [NODE, str(modules / "vitest" / "vitest.mjs"), "run", "--config", str(config), "--configLoader", "native"]
     return [*argv, "--root", str(work)], _node_env(), summary
 

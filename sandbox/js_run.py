@@ -84,7 +84,7 @@ _REGEX_SPECIAL = re.compile(r"([\\^$.*+?()\[\]{}|/-])")
 CONFIG_TEMPLATE = """// Written by the Crucible harness for one run; nothing in the workspace is read for configuration.
 export default {{
   root: {root},
-  cacheDir: "/tmp/vite",
+  cacheDir: {cache},
   test: {{
     include: {include},
     exclude: [],
@@ -153,13 +153,23 @@ def _name_regex(path: str) -> str:
     return "(?: | > )".join(_REGEX_SPECIAL.sub(r"\\\1", part) for part in path.split(SEPARATOR))
 
 
-def vitest_config(files: Sequence[str], pattern: str | None, dirs: RunDirs) -> str:
+def vitest_config(
+    files: Sequence[str],
+    pattern: str | None,
+    root: str,
+    junit: str,
+    summary: str,
+    cache: str = "/tmp/vite",  # noqa: S108 - the sandbox's private /tmp
+) -> str:
+    """The harness's Vitest configuration: these files and names, its reporters to these paths, and
+    nothing of the repository's (a bare run on the host takes it too, with host paths)."""
     include = "[" + ", ".join(js_string(_GLOB_SPECIAL.sub(r"\\\1", f)) for f in files) + "]"
     return CONFIG_TEMPLATE.format(
-        root=js_string(WORKSPACE_MOUNT),
+        root=js_string(root),
+        cache=js_string(cache),
         include=include,
-        junit=js_string(dirs.report(JUNIT)),
-        summary=js_string(dirs.report(SUMMARY)),
+        junit=js_string(junit),
+        summary=js_string(summary),
         pattern=f"new RegExp({js_string(pattern)})" if pattern is not None else "undefined",
         workers=WORKERS,
     )
@@ -246,7 +256,7 @@ def vitest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tupl
         **THREAD_ENV,
     }
     binds = [(modules, f"{WORKSPACE_MOUNT}/node_modules")]
-    harness = {CONFIG: vitest_config(files, pattern, dirs)}
+    harness = {CONFIG: vitest_config(files, pattern, WORKSPACE_MOUNT, dirs.report(JUNIT), dirs.report(SUMMARY))}
     # Vitest opens its JUnit file read-write; the summary it only writes, so no test can read it away.
     return RunPlan(argv, env, (JUNIT, SUMMARY), (JUNIT,), harness, binds), dirs
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +66,6 @@ class Command(BaseCommand):
             tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp,
             tqdm(total=options["count"], desc="mutants kept", unit="task", disable=quiet, file=self.stderr._out) as bar,
         ):
-
-            def progress(kept: int, tried: int) -> None:
-                bar.n = kept
-                bar.set_postfix_str(f"{tried} tried")
-                bar.refresh()
-
             try:
                 environment = repo_environment(repo, options)
                 built = synthesize(
@@ -79,7 +74,7 @@ class Command(BaseCommand):
                     options["seed"],
                     Path(tmp),
                     combined=options["combine"],
-                    progress=progress,
+                    progress=_progress(bar),
                     name=name,
                     test_command=options["test_command"],
                     report=report,
@@ -110,16 +105,10 @@ class Command(BaseCommand):
             tempfile.TemporaryDirectory(prefix="crucible-synth-") as tmp,
             tqdm(total=options["count"], desc="mutants kept", unit="task", disable=quiet, file=self.stderr._out) as bar,
         ):
-
-            def progress(kept: int, tried: int) -> None:
-                bar.n = kept
-                bar.set_postfix_str(f"{tried} tried")
-                bar.refresh()
-
             try:
                 backend = make_backend(DEFAULT_BACKEND)
                 built = synthesize_lang(
-                    repo, language, options["count"], options["seed"], Path(tmp), backend, name, progress
+                    repo, language, options["count"], options["seed"], Path(tmp), backend, name, _progress(bar)
                 )
                 for task_dir in built:
                     keep_if_readable(task_dir, report, task_dir.name, "", options["suite"])
@@ -129,3 +118,14 @@ class Command(BaseCommand):
             except (BuildError, TaskDirError, SandboxError, NodeEnvError) as exc:
                 raise CommandError(str(exc)) from None
         return report, result
+
+
+def _progress(bar: tqdm) -> Callable[[int, int], None]:
+    """A builder's (kept, tried) progress on the bar."""
+
+    def progress(kept: int, tried: int) -> None:
+        bar.n = kept
+        bar.set_postfix_str(f"{tried} tried")
+        bar.refresh()
+
+    return progress
