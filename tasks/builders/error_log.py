@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from tasks.builders import lang_history, lang_logs
 from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError, common_dir, task_slug, write_task_dir
@@ -52,6 +52,9 @@ def build_task(
     files = sorted({node.split("::")[0] for node in nodes})
     if language != PYTHON:
         files = lang_logs.hidden_files(repo, nodes, language)
+    outside = [f for f in files if PurePosixPath(f).is_absolute() or ".." in PurePosixPath(f).parts]
+    if outside:
+        raise BuildError(f"the log names test files outside the repository: {', '.join(outside)[:300]}")
     missing = [f for f in files if not (repo / f).is_file()]
     if missing:
         raise BuildError(f"the failing tests' files are not in {repo}: {', '.join(missing)}")

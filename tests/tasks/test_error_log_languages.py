@@ -88,4 +88,11 @@ def test_a_log_that_names_no_failing_test_is_refused_in_its_runners_terms(tmp_pa
         error_log.build_task(repo, "FAILED tests/test_x.py::test_y\n", tmp_path / "out")
     with pytest.raises(BuildError, match="not in module"):
         error_log.build_task(repo, "--- FAIL: TestA (0.00s)\nFAIL\tevil.com/x\t0.1s\n", tmp_path / "out")
+    # A log is hostile text: a test file outside the repository is never read into the task.
+    js = LANG_TASKS / "js_jest_task_1"
+    js_repo = _repo(js / "repo_snapshot", js / "tests", "test", tmp_path / "js")
+    (tmp_path / "js" / "secret.test.js").write_text("stolen")
+    log = "FAIL ../secret.test.js\n  ● steals\n"
+    with pytest.raises(BuildError, match="outside the repository"):
+        error_log.build_task(js_repo, log, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
