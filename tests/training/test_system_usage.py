@@ -23,3 +23,36 @@ def test_a_busy_interval_reads_near_one_core_and_an_idle_one_near_none() -> None
         ballast[i] = 1
     assert usage.sample()["system_rss_mb"] > busy["system_rss_mb"] + 150
     assert "system_gpu_memory_mb" not in idle  # no GPU here; a GPU adds its peak memory
+
+
+def test_the_gpu_busy_share_is_the_mean_of_the_readings_since_the_last_sample() -> None:
+    from training.trainers.system import BusySampler
+
+    readings = iter([100.0, 100.0, 0.0, 0.0] + [50.0] * 10_000)
+    sampler = BusySampler(lambda: next(readings), period=0.01)
+    try:
+        usage = SystemUsage(gpu=sampler)  # takes once: what was read before it is not its interval
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and sampler._count < 5:  # the four uneven readings are in
+            time.sleep(0.01)
+        first = usage.sample()["system_gpu_util_percent"]
+        assert 0 <= first <= 100
+        time.sleep(0.2)
+        assert usage.sample()["system_gpu_util_percent"] == 50.0  # only the steady readings since
+    finally:
+        sampler.close()
+
+
+def test_a_reader_that_fails_loses_readings_not_the_run() -> None:
+    from training.trainers.system import BusySampler
+
+    def broken() -> float:
+        raise RuntimeError("NVML went away")
+
+    sampler = BusySampler(broken, period=0.01)
+    try:
+        time.sleep(0.1)
+        values = SystemUsage(gpu=sampler).sample()
+        assert "system_gpu_util_percent" not in values
+    finally:
+        sampler.close()
