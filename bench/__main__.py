@@ -16,6 +16,7 @@ from pathlib import Path
 from bench import (
     checks,
     compare_page,
+    cuda_grpo,
     env_step,
     environments,
     export_api,
@@ -54,6 +55,7 @@ BENCHES = {
     "redaction": redaction.run,
     "env_step": env_step.run,
     "grpo_fleet": grpo_fleet.run,
+    "cuda_grpo": cuda_grpo.run,
 }
 OUT = Path(__file__).resolve().parent.parent / "var" / "bench"
 
