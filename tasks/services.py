@@ -21,7 +21,7 @@ from sandbox.environments import EnvBuildError, EnvSpec
 from tasks.archives import is_archive, tasks_root, unpack_archive
 from tasks.audit import record_task_import
 from tasks.jobs import validate_suite_job
-from tasks.lang_tests import language_of
+from tasks.lang_tests import go_toolchain_of, language_of
 from tasks.models import Task, TaskSuite, ValidationRun
 from tasks.redaction import redact_task_dir
 from tasks.script_verifier import ScriptVerifier, ScriptVerifierError
@@ -70,6 +70,7 @@ def task_spec_for(task: Task) -> TaskSpec:
         visible_tests=tuple(task.visible_tests),
         verifier=task_verifier_spec(task),
         language=language_of(task.metadata or {}),
+        go_toolchain=go_toolchain_of(task.metadata or {}),
     )
 
 

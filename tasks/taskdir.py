@@ -13,7 +13,7 @@ from typing import Any
 
 from core.vocabulary import TaskSource, values
 from sandbox.environments import EnvBuildError
-from tasks.lang_tests import PYTHON, language_of
+from tasks.lang_tests import PYTHON, go_toolchain_of, language_of
 from tasks.script_verifier import ScriptVerifierError
 from tasks.spec import environment_spec, verifier_spec
 from tasks.storage import hash_tree
@@ -167,6 +167,7 @@ def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
         raise TaskDirError(f"{where}: metadata.json {exc}") from None
     try:
         language = language_of(meta)
+        go_toolchain_of(meta)
     except ValueError as exc:
         raise TaskDirError(f"{where}: metadata.json {exc}") from None
     if language != PYTHON and ("environment" in meta or "verifier" in meta):

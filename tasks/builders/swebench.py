@@ -12,7 +12,7 @@ from typing import Any
 from core.vocabulary import TaskSource
 from patches import PatchError, parse
 from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
-from tasks.lang_tests import PYTHON, language_of
+from tasks.lang_tests import PYTHON, go_toolchain_of, language_of
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
 
@@ -36,11 +36,12 @@ def _language(record: dict[str, Any], where: str) -> dict[str, str]:
     JavaScript task names it and runs its own runner, so the row's test_cmd is not its command."""
     try:
         language = language_of({"language": record.get("language") or PYTHON})
+        release = go_toolchain_of({"language": language, "go_toolchain": record.get("go_toolchain")})
     except ValueError as exc:
         raise BuildError(f"{where}: {exc}") from None
     if language == PYTHON:
         return {"test_command": record.get("test_cmd") or "python -m pytest -q"}
-    return {"language": language}
+    return {"language": language, **({"go_toolchain": release} if release else {})}
 
 
 def read_instances(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
