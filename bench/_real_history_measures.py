@@ -23,7 +23,8 @@ from sandbox.go_run import selection as go_selection
 from sandbox.go_toolchains import toolchain_for
 from sandbox.js_run import JEST_JUNIT_ENV, JEST_JUNIT_LOCK, THREAD_ENV, WORKSPACE_MOUNT, jest_config, vitest_config
 from sandbox.js_run import selection as js_selection
-from sandbox.node_env import NODE, ensure_node_modules
+from sandbox.node_env import NodeToolchain, ensure_node_modules
+from sandbox.node_versions import node_toolchain
 from sandbox.outcomes_js import JsRunner
 from tasks.lang_tests import GO, PYTHON, js_runner, validation_ids
 from tasks.spec import TaskSpec, task_environment
@@ -151,31 +152,34 @@ def _bare_go(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict
 
 
 def _bare_vitest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
-    modules = ensure_node_modules(task.base_dir)
+    node = node_toolchain(task.node)  # the task's Node, as its sandboxed runs have it
+    modules = ensure_node_modules(task.base_dir, node)
     (work / "node_modules").symlink_to(modules)
     files, pattern = js_selection(work, validation_ids(task))
     junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "vitest.config.mjs"
     # The harness's own config (sandbox.js_run), with the host's paths and a cache of this run's own.
     config.write_text(vitest_config(files, pattern, str(work), str(junit), str(summary), str(scratch / "vite")))
-    argv = [NODE, str(modules / "vitest" / "vitest.mjs"), "run", "--config", str(config), "--configLoader", "native"]
-    return [*argv, "--root", str(work)], _node_env(), summary
+    entry = str(modules / "vitest" / "vitest.mjs")
+    argv = [node.node, entry, "run", "--config", str(config), "--configLoader", "native"]
+    return [*argv, "--root", str(work)], _node_env(node), summary
 
 
 def _bare_jest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], dict[str, str], Path]:
     """sandbox.js_run's Jest run on the host: its config with the workspace's path for the sandbox's."""
-    modules = ensure_node_modules(task.base_dir)
+    node = node_toolchain(task.node)
+    modules = ensure_node_modules(task.base_dir, node)
     (work / "node_modules").symlink_to(modules)
-    reporter = ensure_node_modules(JEST_JUNIT_LOCK)
+    reporter = ensure_node_modules(JEST_JUNIT_LOCK, node)
     files, pattern = js_selection(work, validation_ids(task))
     junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "jest.config.json"
     text = jest_config(files, pattern, modules, str(reporter / "jest-junit"))
     config.write_text(text.replace(WORKSPACE_MOUNT, str(work)))
-    argv = [NODE, str(modules / "jest" / "bin" / "jest.js"), "--config", str(config), "--json", "--outputFile"]
-    env = _node_env() | JEST_JUNIT_ENV | {"JEST_JUNIT_OUTPUT_FILE": str(junit)}
+    argv = [node.node, str(modules / "jest" / "bin" / "jest.js"), "--config", str(config), "--json", "--outputFile"]
+    env = _node_env(node) | JEST_JUNIT_ENV | {"JEST_JUNIT_OUTPUT_FILE": str(junit)}
     return [*argv, str(summary), "--forceExit"], env, summary
 
 
-def _node_env() -> dict[str, str]:
+def _node_env(node: NodeToolchain) -> dict[str, str]:
     """The variables a sandboxed JavaScript run sets (sandbox.js_run), over the host's."""
     return {
         **os.environ,
@@ -185,4 +189,5 @@ def _node_env() -> dict[str, str]:
         "FORCE_COLOR": "0",
         "TZ": "UTC",
         **THREAD_ENV,
+        "PATH": node.path_env(os.environ.get("PATH", "/usr/bin:/bin")),
     }

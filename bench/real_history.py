@@ -85,6 +85,7 @@ RUNNER_REFUSALS = frozenset(
         "go.mod requires modules that are not vendored (no module proxy here)",
         "no package-lock.json at the base",
         "its package-lock.json cannot be installed here",
+        "no Node here satisfies what it asks for",
         "its JavaScript test runner has no sandboxed runner yet",
     }
 )

@@ -30,7 +30,7 @@ from sandbox.backends.base import WORKSPACE_MOUNT, Backend, SandboxError
 from sandbox.junit import ReportError
 from sandbox.lang_run import RunDirs, RunPlan, checked_ids, lang_report, run_plan
 from sandbox.limits import Limits
-from sandbox.node_env import NODE, ensure_node_modules
+from sandbox.node_env import SYSTEM_NODE, NodeToolchain, ensure_node_modules
 from sandbox.outcomes_js import JEST_ENV, SEPARATOR, JsRunner, parse_js
 from sandbox.results import TestReport
 
@@ -237,14 +237,22 @@ def refuse_planted_modules(workspace: Path) -> None:
         subdirs[:] = [d for d in subdirs if d != ".git"]
 
 
-def vitest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tuple[RunPlan, RunDirs]:
+def _node_env(node: NodeToolchain) -> dict[str, str]:
+    """What every runner's environment says of Node: a release's bin/ first on PATH (a test that runs
+    `node` by name gets the same Node); nothing for the system's."""
+    return {} if node.system else {"PATH": node.path_env("/usr/local/bin:/usr/bin:/bin")}
+
+
+def vitest_plan(
+    workspace: Path, test_ids: Sequence[str], modules: Path, node: NodeToolchain = SYSTEM_NODE
+) -> tuple[RunPlan, RunDirs]:
     refuse_planted_modules(workspace)
     if not (modules / "vitest" / "vitest.mjs").is_file():
         raise SandboxError("vitest is not among the lock file's packages")
     files, pattern = selection(workspace, test_ids)
     dirs = RunDirs.fresh()
     config = f"{dirs.harness}/{CONFIG}"
-    argv = [NODE, VITEST_ENTRY, "run", "--config", config, "--configLoader", "native", "--root", WORKSPACE_MOUNT]
+    argv = [node.node, VITEST_ENTRY, "run", "--config", config, "--configLoader", "native", "--root", WORKSPACE_MOUNT]
     # Wasm memories reserve ~10 GiB of address space each unless bounds are checked in code: the
     # sandbox limits address space (RLIMIT_AS), so the trap handler is off in every node process.
     env = {
@@ -254,23 +262,26 @@ def vitest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tupl
         "FORCE_COLOR": "0",
         "TZ": "UTC",
         **THREAD_ENV,
+        **_node_env(node),
     }
-    binds = [(modules, f"{WORKSPACE_MOUNT}/node_modules")]
+    binds = [(modules, f"{WORKSPACE_MOUNT}/node_modules"), *node.binds()]
     harness = {CONFIG: vitest_config(files, pattern, WORKSPACE_MOUNT, dirs.report(JUNIT), dirs.report(SUMMARY))}
     # Vitest opens its JUnit file read-write; the summary it only writes, so no test can read it away.
     return RunPlan(argv, env, (JUNIT, SUMMARY), (JUNIT,), harness, binds), dirs
 
 
-def jest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tuple[RunPlan, RunDirs]:
+def jest_plan(
+    workspace: Path, test_ids: Sequence[str], modules: Path, node: NodeToolchain = SYSTEM_NODE
+) -> tuple[RunPlan, RunDirs]:
     refuse_planted_modules(workspace)
     if not (modules / "jest" / "bin" / "jest.js").is_file():
         raise SandboxError("jest is not among the lock file's packages")
-    reporter_modules = ensure_node_modules(JEST_JUNIT_LOCK)
+    reporter_modules = ensure_node_modules(JEST_JUNIT_LOCK, node)
     files, pattern = selection(workspace, test_ids)
     dirs = RunDirs.fresh()
     reporter = f"/run/{secrets.token_hex(16)}/node_modules"
     config = f"{dirs.harness}/{JEST_CONFIG}"
-    argv = [NODE, JEST_ENTRY, "--config", config, "--json", "--outputFile", dirs.report(SUMMARY), "--forceExit"]
+    argv = [node.node, JEST_ENTRY, "--config", config, "--json", "--outputFile", dirs.report(SUMMARY), "--forceExit"]
     env = {
         "NODE_OPTIONS": "--disable-wasm-trap-handler",
         "CI": "true",
@@ -278,13 +289,14 @@ def jest_plan(workspace: Path, test_ids: Sequence[str], modules: Path) -> tuple[
         "FORCE_COLOR": "0",
         "TZ": "UTC",
         **THREAD_ENV,
+        **_node_env(node),
         **JEST_JUNIT_ENV,
         "JEST_JUNIT_OUTPUT_FILE": dirs.report(JUNIT),
         # Not the workspace: jest-junit requires these files, when they exist, into the reporter.
         "JEST_JUNIT_TEST_CASE_PROPERTIES_DIR": dirs.harness,
         "JEST_JUNIT_TEST_SUITE_PROPERTIES_DIR": dirs.harness,
     }
-    binds = [(modules, MODULES), (reporter_modules, reporter)]
+    binds = [(modules, MODULES), (reporter_modules, reporter), *node.binds()]
     harness = {JEST_CONFIG: jest_config(files, pattern, modules, f"{reporter}/jest-junit")}
     # Jest and jest-junit only write their reports: both FIFOs are write-only to the sandbox.
     return RunPlan(argv, env, (JUNIT, SUMMARY), (), harness, binds), dirs
@@ -300,20 +312,23 @@ def run_js_tests(
     limits: Limits | None = None,
     project: Path | None = None,
     runner: JsRunner = JsRunner.VITEST,
+    node: NodeToolchain | None = None,
 ) -> TestReport:
     """Run the given `<file>::<describe> > <test>` ids of the Vitest or Jest project at `workspace` in the sandbox.
 
     Its dependencies are those of the lock file at `project` (default: the workspace; a caller that
-    has the task's base should name it, so that a patch never chooses what is installed).
+    has the task's base should name it, so that a patch never chooses what is installed). `node` is
+    the Node to install and run with (sandbox.node_versions; default: the system's).
     """
+    node = node or SYSTEM_NODE
     limits = (limits or DEFAULT_LIMITS).with_timeout(timeout)
     if limits.memory_mb < MIN_MEMORY_MB:
         raise SandboxError(
             f"a {runner} run needs memory_mb of at least {MIN_MEMORY_MB} (address space), not {limits.memory_mb}"
         )
-    modules = ensure_node_modules(project or workspace)
+    modules = ensure_node_modules(project or workspace, node)
     make_plan = jest_plan if runner == JsRunner.JEST else vitest_plan
-    plan, dirs = make_plan(workspace, test_ids, modules)
+    plan, dirs = make_plan(workspace, test_ids, modules, node)
     result, data = run_plan(plan, dirs, workspace, backend, limits, root)
     xml, summary = data[JUNIT], data[SUMMARY]
     try:

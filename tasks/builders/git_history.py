@@ -28,6 +28,7 @@ from typing import Any
 
 from core.vocabulary import TaskSource
 from patches import is_test_path, pysource
+from sandbox.node_versions import node_metadata
 from sandbox.pytest_settings import read_settings
 from tasks.builders import lang_history, statements
 from tasks.builders.common import (
@@ -63,6 +64,7 @@ class SkipReason(StrEnum):
     NO_NPM_LOCK = lang_history.NO_NPM_LOCK
     LOCK_REFUSED = lang_history.LOCK_REFUSED
     JS_RUNNER_UNSUPPORTED = lang_history.JS_RUNNER_UNSUPPORTED
+    NODE_UNAVAILABLE = lang_history.NODE_UNAVAILABLE
 
 
 # A subject that names a release or a version bump: its code change is the version, not a fix.
@@ -342,6 +344,7 @@ def build_task(
         "tags": ["git_history"],
         **({"license": license_id} if license_id else {}),
         **({"language": candidate.language} if candidate.language != PYTHON else {}),
+        **node_metadata(snapshot, candidate.language),
         **_go_toolchain(repo, candidate),
     }
     dest = common_dir(list(hidden))

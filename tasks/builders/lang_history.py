@@ -42,6 +42,7 @@ from sandbox.go_toolchains import GoVersionError, MalformedGoVersion, choose_rel
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
 from sandbox.node_env import NodeEnvError, check_lock, configured_registry
+from sandbox.node_versions import VERSION_FILES, choose_node, node_refusal, node_toolchain
 from sandbox.outcomes_js import JsRunner
 from tasks import lang_tests
 from tasks.builders.common import BuildError, export_tree, git
@@ -88,6 +89,7 @@ GO_NOT_VENDORED = "go.mod requires modules that are not vendored (no module prox
 NO_NPM_LOCK = "no package-lock.json at the base"
 LOCK_REFUSED = "its package-lock.json cannot be installed here"
 JS_RUNNER_UNSUPPORTED = "its JavaScript test runner has no sandboxed runner yet"
+NODE_UNAVAILABLE = "no Node here satisfies what it asks for"
 
 
 def repo_language(repo: Path, commit: str = "HEAD") -> str:
@@ -198,6 +200,10 @@ def refusal(repo: Path, commit: str, language: str) -> RunnerRefusal | None:
     if runner not in SUPPORTED_JS_RUNNERS:
         version = _locked_version(lock, runner) if runner else ""
         return RunnerRefusal(JS_RUNNER_UNSUPPORTED, f"{runner or 'no runner'} {version}".strip())
+    files = {name: _show(repo, commit, name) for name in VERSION_FILES if name in names}
+    why = node_refusal(_show(repo, commit, "package.json"), files)
+    if why:
+        return RunnerRefusal(NODE_UNAVAILABLE, why)
     try:
         # What sandbox.node_env refuses before npm runs (a package without a registry version and hash).
         check_lock(lock, _registry())
@@ -271,8 +277,12 @@ def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_sh
             else:
                 limits = Limits(memory_mb=GATE_JS_MEMORY_MB)
                 runner = lang_tests.js_runner(snapshot)
-                report = run_js_tests(snapshot, ids, GATE_TIMEOUT_S, backend=backend, limits=limits, runner=runner)
-                environment = f"npm ci of the lock, {runner}"
+                node = choose_node(snapshot)
+                toolchain = node_toolchain(node)
+                report = run_js_tests(
+                    snapshot, ids, GATE_TIMEOUT_S, backend=backend, limits=limits, runner=runner, node=toolchain
+                )
+                environment = f"npm ci of the lock, {runner}, node {node.version} ({node.source})"
         except (SandboxError, NodeEnvError) as exc:
             return GateReport(False, commit, f"the suite could not be run: {str(exc)[:500]}")
     gate = judge(report, commit, min_pass_share)

@@ -27,6 +27,7 @@ from sandbox.go_run import run_go_tests
 from sandbox.go_toolchains import toolchain_for
 from sandbox.js_run import run_js_tests
 from sandbox.node_env import NodeEnvError
+from sandbox.node_versions import choose_node, node_metadata, node_toolchain
 from sandbox.results import Outcome, TestReport
 from tasks.builders import lang_history, lang_logs
 from tasks.builders.common import BuildError, common_dir, task_slug, write_task_dir
@@ -101,7 +102,8 @@ def run_all(tree: Path, language: str, backend: Backend) -> TestReport:
         toolchain = toolchain_for(lang_history.tree_go_toolchain(tree).get("go_toolchain"))
         return run_go_tests(tree, ids, RUN_TIMEOUT_S, backend=backend, toolchain=toolchain)
     limits = Limits(memory_mb=JS_MEMORY_MB)
-    return run_js_tests(tree, ids, RUN_TIMEOUT_S, backend=backend, limits=limits, runner=js_runner(tree))
+    node = node_toolchain(choose_node(tree))
+    return run_js_tests(tree, ids, RUN_TIMEOUT_S, backend=backend, limits=limits, runner=js_runner(tree), node=node)
 
 
 def synthesize_lang(
@@ -171,6 +173,7 @@ def _try(
             "source": TaskSource.SYNTHETIC_MUTATION,
             "repo": name,
             "language": language,
+            **node_metadata(tree, language),
             **(lang_history.tree_go_toolchain(tree) if language == GO else {}),
             "fail_to_pass": killed[:50],
             "tags": ["synthetic", f"flip {mutant.before}"],

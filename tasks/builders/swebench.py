@@ -11,6 +11,7 @@ from typing import Any
 
 from core.vocabulary import TaskSource
 from patches import PatchError, parse
+from sandbox.node_versions import choice_from_metadata
 from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
 from tasks.lang_tests import PYTHON, go_toolchain_of, language_of
 
@@ -42,6 +43,17 @@ def _language(record: dict[str, Any], where: str) -> dict[str, str]:
     if language == PYTHON:
         return {"test_command": record.get("test_cmd") or "python -m pytest -q"}
     return {"language": language, **({"go_toolchain": release} if release else {})}
+
+
+def _node(record: dict[str, Any], where: str) -> dict[str, Any]:
+    """The Node a JavaScript row records (our export's `node`), checked as a task's metadata is."""
+    if record.get("node") is None:
+        return {}
+    try:
+        choice = choice_from_metadata({"language": record.get("language") or PYTHON, "node": record["node"]})
+    except ValueError as exc:
+        raise BuildError(f"{where}: {exc}") from None
+    return {"node": choice.to_json()} if choice else {}
 
 
 def read_instances(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -99,6 +111,7 @@ def build_task(record: dict[str, Any], lineno: int, repos_dir: Path, out: Path) 
             "repo": record["repo"],
             "base_commit": record["base_commit"],
             **_language(record, where),
+            **_node(record, where),
             "fail_to_pass": _test_list(record.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS"),
             "pass_to_pass": _test_list(record.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS"),
             "tags": ["swe-bench"],
