@@ -13,6 +13,7 @@ from typing import Any
 
 from core.vocabulary import TaskSource, values
 from sandbox.environments import EnvBuildError
+from sandbox.node_versions import choice_from_metadata
 from tasks.lang_tests import PYTHON, go_toolchain_of, language_of
 from tasks.script_verifier import ScriptVerifierError
 from tasks.spec import environment_spec, verifier_spec
@@ -168,6 +169,7 @@ def check_metadata(meta: Any, where: Path) -> dict[str, Any]:
     try:
         language = language_of(meta)
         go_toolchain_of(meta)
+        choice_from_metadata(meta)
     except ValueError as exc:
         raise TaskDirError(f"{where}: metadata.json {exc}") from None
     if language != PYTHON and ("environment" in meta or "verifier" in meta):

@@ -28,14 +28,16 @@ from tasks.builders import lang_history
 from tasks.builders.swebench import build_task as build_swebench_task
 from tasks.harbor_lang import language_dockerfile
 from tasks.models import Task, TaskSuite
-from tasks.services import task_spec_for
+from tasks.services import import_task_dirs, task_spec_for
 from tasks.spec import TaskSpec
+from tasks.taskdir import TaskDirError
 
 pytestmark = [
     pytest.mark.django_db,
     pytest.mark.skipif(not Path(NODE).exists() or shutil.which("npm") is None, reason="node or npm is not installed"),
 ]
 LOCKED = Path(__file__).resolve().parents[1] / "sandbox" / "fixtures" / "js" / "runner"
+TASKS = Path(__file__).resolve().parents[1] / "fixtures" / "lang_tasks"
 BUGGY = "export const add = (a, b) => a - b;\n"
 FIXED = "export const add = (a, b) => a + b;\n"
 TESTS = """import { expect, test } from "vitest";
@@ -116,3 +118,22 @@ def test_a_base_no_node_here_satisfies_is_skipped_by_its_reason(tmp_path: Path) 
     why = lang_history.refusal(repo, "HEAD~1", "javascript")
     assert why is not None and why.reason == lang_history.NODE_UNAVAILABLE
     assert "engines.node '>=30'" in why.detail and "22.20.0" in why.detail, why.detail
+
+
+@pytest.mark.parametrize(
+    "node",
+    [
+        {"version": "22.0.0", "source": WHEEL_SOURCE},  # not a known release: pip would never see it
+        {"version": "22.20.0; rm -rf /", "source": WHEEL_SOURCE},
+        {"version": "22.20.0", "source": "https://evil.example/node.tgz"},
+        "22.20.0",
+    ],
+)
+def test_import_refuses_a_recorded_node_outside_the_table(node: object, tmp_path: Path) -> None:
+    task = tmp_path / "tasks" / "js_task_1"
+    shutil.copytree(TASKS / "js_task_1", task)
+    meta = json.loads((task / "metadata.json").read_text()) | {"node": node}
+    (task / "metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(TaskDirError, match="node"):
+        import_task_dirs(tmp_path / "tasks", "bad-node", "train")
+    assert not Task.objects.filter(suite__name="bad-node").exists()
