@@ -125,6 +125,8 @@ def summarise(events: list[dict[str, Any]], wall_s: float, smi: Path | None) -> 
         "tokens_per_s_median": med("tokens_per_s"),
         "gpu_util_percent_median": med("system_gpu_util_percent"),
         "gpu_memory_mb_peak": max((m["values"].get("system_gpu_memory_mb", 0) for m in metrics), default=None),
+        "step_time_s_median": med("step_time"),
+        "score_s_median": med("score_s"),
         "completion_length_median": med("completions_mean_length"),
         "reward_mean": med("reward_mean"),
         "reward_std": med("reward_std"),

@@ -18,6 +18,7 @@ import logging
 import os
 import random
 import tempfile
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,10 @@ DETECTOR = Detector.ANSWER_ORACLE
 # Calibrations this process made or read, newest last: a worker scores the same tasks again and again.
 MEMO_SIZE = 256
 _MEMO: dict[str, Calibration] = {}
+# One calibration per task at a time in a process: patches scored side by side on threads (the
+# GRPO trainer's reward) wait for the first one's run instead of each running it again.
+_KEY_LOCKS: dict[str, threading.Lock] = {}
+_KEY_LOCKS_GUARD = threading.Lock()
 MAX_EVIDENCE = 5
 
 
@@ -112,10 +117,25 @@ def calibrate(
     if not reference_patch.strip():
         return None
     key = _cache_key(task, reference_patch, secret)
-    cached = _MEMO.get(key) or _read_cache(cache_dir, key)
-    if cached is not None:
-        _MEMO[key] = cached
-        return cached
+    with _KEY_LOCKS_GUARD:
+        lock = _KEY_LOCKS.setdefault(key, threading.Lock())
+    with lock:
+        cached = _MEMO.get(key) or _read_cache(cache_dir, key)
+        if cached is not None:
+            _MEMO[key] = cached
+            return cached
+        return _calibrate(task, reference_patch, secret, backend, limits, cache_dir, key)
+
+
+def _calibrate(
+    task: TaskSpec,
+    reference_patch: str,
+    secret: bytes,
+    backend: Backend | str,
+    limits: Limits,
+    cache_dir: Path | None,
+    key: str,
+) -> Calibration:
     with Sandbox(task.base_dir, backend, limits=limits, environment=task_environment(task)) as box:
         try:
             box.apply_patch(reference_patch)
