@@ -484,8 +484,11 @@ def _unpack(wheel: Path, staging: Path) -> None:
                 raise NodeVersionError(f"{wheel.name}: {name[:200]!r} is not a plain file")
             dest = staging.joinpath(*parts)
             dest.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as src, open(dest, "xb") as out:
-                shutil.copyfileobj(src, out)
+            try:
+                with archive.open(info) as src, open(dest, "xb") as out:
+                    shutil.copyfileobj(src, out)
+            except FileExistsError:
+                raise NodeVersionError(f"{wheel.name}: {name[:200]!r} is in it twice") from None
             executable = rel == "bin/node" or bool(mode & 0o111)
             dest.chmod(0o755 if executable else 0o644)
     if not (staging / "bin" / "node").is_file() or not (staging / "lib" / "node_modules" / "npm").is_dir():
