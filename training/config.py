@@ -29,6 +29,7 @@ from training.schema import (
     GRPO_MODES,
     RL_KEYS,
     TARGET_MODULES,
+    check_generation,
     check_model,
     check_report_to,
     check_rl,
@@ -42,7 +43,9 @@ from trajectories.rollout_settings import RolloutError, RolloutSettings
 # so a config written for another set-up in this shape validates. Anything else is a typo worth reporting.
 SECTIONS: dict[str, frozenset[str]] = {
     "model": frozenset({"base_model", "load_in_4bit", "torch_dtype", "lora"}),
-    "environment": frozenset({"sandbox_type", "max_steps", "timeout_seconds", "mode", "episodes"}),
+    "environment": frozenset(
+        {"sandbox_type", "max_steps", "timeout_seconds", "mode", "episodes", "generation", "vllm_server_url"}
+    ),
     "rl": RL_KEYS,
     "data": frozenset(
         {
@@ -175,6 +178,10 @@ def check(raw: dict[str, Any]) -> RunConfig:
             c.error("environment.mode", f"must be one of {', '.join(GRPO_MODES)}")
         environment["mode"] = mode
         _check_episodes(c, environment)
+        for key, message in check_generation(environment).items():
+            c.error(key, message)
+    elif "generation" in environment or "vllm_server_url" in environment:
+        c.error("environment.generation", f"applies to grpo runs only, not {kind}")
     save_every = whole(logging_.get("save_every_steps", rl.get("max_steps") or 1))
     if save_every is None or save_every < 1:
         c.error("logging.save_every_steps", "must be a positive whole number of steps")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,16 @@ GRPO_MODES = ("single_turn", "agent")
 # Where a GRPO agent run's episodes run: in the trainer's process (TRL's environment_factory), or as
 # rollouts on the Celery `rollouts` workers against the served policy (training.trainers.grpo_fleet).
 EPISODE_PLACES = ("trainer", "fleet")
+# Where a GRPO run's generations are sampled when its episodes are the trainer's: `model.generate`
+# in the trainer, or vLLM through TRL's own support (colocate: in the trainer's process, sharing its
+# GPU; server: a `trl vllm-serve` process the trainer syncs its weights to after each step).
+GENERATION_PLACES = ("trainer", "vllm_colocate", "vllm_server")
+VLLM_NEEDS = (
+    "needs the vllm package and a CUDA GPU where the trainer runs (vLLM has no CPU path here); "
+    "use environment.generation: trainer, or episodes on the fleet"
+)
 MIN_LENGTH = 16  # tokens: below this no chat prompt fits
+_HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.\-]{1,253}(:\d{1,5})?(/[^\s]{0,200})?$")
 
 
 Value = int | float | str | bool
@@ -443,3 +453,29 @@ def _shown(value: Value) -> str:
     if isinstance(value, str):
         return f"`{value}`"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def check_generation(environment: dict[str, Any]) -> dict[str, str]:
+    """environment.generation and environment.vllm_server_url, normalised in place; an error per bad key.
+
+    The server's URL is the operator's (the run's config), never an agent's: checked for shape only.
+    """
+    errors: dict[str, str] = {}
+    place = environment.get("generation", "trainer")
+    url = environment.get("vllm_server_url")
+    if place not in GENERATION_PLACES:
+        return {"environment.generation": f"must be one of {', '.join(GENERATION_PLACES)}"}
+    if place != "trainer" and environment.get("episodes", "trainer") == "fleet":
+        errors["environment.generation"] = (
+            "fleet episodes are sampled by the trainer's policy server; vLLM generation applies to episodes "
+            "in the trainer (environment.episodes: trainer)"
+        )
+    if place == "vllm_server":
+        if not isinstance(url, str) or not _HTTP_URL.match(url):
+            errors["environment.vllm_server_url"] = (
+                "must be the http(s) URL of a `trl vllm-serve` server, e.g. http://10.0.0.2:8000"
+            )
+    elif url is not None:
+        errors["environment.vllm_server_url"] = "applies to environment.generation: vllm_server only"
+    environment["generation"] = place
+    return errors

@@ -25,6 +25,8 @@ from training.schema import (
     LOAD_IN_4BIT_NEEDS,
     RL,
     TARGET_MODULES,
+    VLLM_NEEDS,
+    check_generation,
     check_model,
     check_rl,
     targets_error,
@@ -111,6 +113,11 @@ class TrainerConfig:
         return str(self.environment.get("episodes", "trainer"))
 
     @property
+    def generation(self) -> str:
+        """Where GRPO samples its generations (training.schema.GENERATION_PLACES)."""
+        return str(self.environment.get("generation", "trainer"))
+
+    @property
     def sandbox_backend(self) -> str:
         value = self.environment.get("sandbox_type") or self.environment.get("backend") or ""
         return str(value)
@@ -157,6 +164,12 @@ def read_config(run_dir: Path) -> TrainerConfig:
             f"config.environment.episodes must be one of {', '.join(EPISODE_PLACES)} (fleet: agent mode only), "
             f"not {episodes!r}"
         )
+    if kind != TrainingKind.GRPO.value and ("generation" in environment or "vllm_server_url" in environment):
+        raise TrainerError(f"config.environment.generation applies to grpo runs only, not {kind}")
+    for key, message in check_generation(environment).items():
+        raise TrainerError(f"config.{key} {message}, not {_given(raw, key)!r}")
+    if environment["generation"] != "trainer" and not vllm_available():
+        raise TrainerError(f"config.environment.generation {environment['generation']} {VLLM_NEEDS}")
     model, model_errors = check_model(model)
     for key, message in model_errors.items():
         raise TrainerError(f"config.{key} {message}, not {_given(raw, key)!r}")
@@ -218,6 +231,15 @@ def four_bit_available() -> bool:
     import torch
 
     return torch.cuda.is_available() and importlib.util.find_spec("bitsandbytes") is not None
+
+
+def vllm_available() -> bool:
+    """vLLM can sample here: the package is installed and there is a CUDA GPU for it."""
+    import importlib.util
+
+    import torch
+
+    return torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None
 
 
 def quantized(config: TrainerConfig) -> dict[str, Any]:

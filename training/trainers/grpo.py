@@ -49,6 +49,8 @@ from trajectories.agent import system_prompt
 GRPO_KEYS = ("prompt", "task_id", "task_dir")
 # At most this many patches of one generation are scored at once, however many cores the host has.
 MAX_SCORE_WORKERS = 8
+# vLLM's share of the GPU in colocate mode: the rest holds the policy being trained.
+VLLM_COLOCATE_MEMORY = 0.3
 
 
 def grpo_rows(config: TrainerConfig, scorer: Scorer) -> list[dict[str, Any]]:
@@ -225,6 +227,31 @@ def reward_function(scorer: Scorer, mode: str, clip: float | None = None) -> Cal
     return crucible_verified_reward
 
 
+def generation_arguments(config: TrainerConfig) -> dict[str, Any]:
+    """GRPOConfig's vLLM settings for environment.generation (none: `model.generate` in the trainer).
+
+    TRL syncs the trainer's weights to vLLM before each generation, so every sample comes from the
+    current policy (staleness 0); its importance-sampling correction covers what differs between
+    vLLM's sampler and the trainer's logprobs.
+    """
+    if config.generation == "vllm_colocate":
+        return {
+            "use_vllm": True,
+            "vllm_mode": "colocate",
+            # The trainer's weights, gradients and optimizer share the card with vLLM's KV cache.
+            "vllm_gpu_memory_utilization": VLLM_COLOCATE_MEMORY,
+            "vllm_importance_sampling_correction": True,
+        }
+    if config.generation == "vllm_server":
+        return {
+            "use_vllm": True,
+            "vllm_mode": "server",
+            "vllm_server_base_url": str(config.environment["vllm_server_url"]),
+            "vllm_importance_sampling_correction": True,
+        }
+    return {}
+
+
 def train(config: TrainerConfig) -> None:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM
@@ -258,6 +285,7 @@ def train(config: TrainerConfig) -> None:
         mask_truncated_completions=config.mask_truncated_completions,
         max_tool_calling_iterations=int(config.environment.get("max_steps", 30)) if agent and not fleet else None,
         log_completions=False,
+        **generation_arguments(config),
     )
     dropped = {"prompts_dropped_for_length": float(len(rows) - len(kept))}
     trainer = GRPOTrainer(
@@ -273,7 +301,8 @@ def train(config: TrainerConfig) -> None:
     )
     finish_setup(trainer)
     log(
-        f"grpo ({config.mode}{', episodes on the fleet' if fleet else ''}): {len(kept)} prompts, "
+        f"grpo ({config.mode}{', episodes on the fleet' if fleet else ''}, generation: {config.generation}): "
+        f"{len(kept)} prompts, "
         f"{config.num_generations} generations each, "
         f"at most {config.max_new_tokens} new tokens"
     )
