@@ -32,6 +32,9 @@ VLLM_NEEDS = (
     "use environment.generation: trainer, or episodes on the fleet"
 )
 MIN_LENGTH = 16  # tokens: below this no chat prompt fits
+# Fleet episodes one generation ahead were sampled by weights up to max_staleness steps old: their
+# negative-advantage sequences that the current policy has moved far from are left out of the loss.
+STALE_FLEET_MASK = 0.5
 _HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.\-]{1,253}(:\d{1,5})?(/[^\s]{0,200})?$")
 
 
@@ -180,6 +183,20 @@ RL_SETTINGS: tuple[Setting, ...] = (
         0,
         maximum=STEP_LIMIT,
         kinds=GRPO,
+    ),
+    Setting(
+        "off_policy_mask",
+        False,
+        None,
+        "grpo: a generation with a negative advantage whose mean per-token KL between the policy that "
+        "sampled it and the one learning is above this is left out of the loss (TRL's "
+        "off_policy_mask_threshold: the off-policy sequence mask of DeepSeek-V3.2)",
+        0,
+        True,
+        kinds=GRPO,
+        defaulted=(),
+        message="must be a number > 0, e.g. 0.5",
+        derived=f"{STALE_FLEET_MASK} for fleet episodes with rl.max_staleness >= 1, else off",
     ),
     Setting("seed", True, 0, "the seed of the trainer's random numbers"),
 )

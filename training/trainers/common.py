@@ -94,6 +94,7 @@ class TrainerConfig:
     max_prompt_length: int | None = None  # None: no limit
     max_staleness: int = int(RL["max_staleness"].default)  # type: ignore[arg-type]
     reward_clip: float | None = None  # None: rewards as scored
+    off_policy_mask: float | None = None  # None: training.schema's derived default (grpo.off_policy_threshold)
     seed: int = int(RL["seed"].default)  # type: ignore[arg-type]
     save_every_steps: int = 0  # 0: only the final checkpoint
     report_to: list[str] = field(default_factory=list)  # experiment trackers (training.schema.TRACKERS)

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from core.vocabulary import Termination
+from training.schema import STALE_FLEET_MASK
 from training.trainers.common import (
     TrainerConfig,
     TrainerError,
@@ -227,6 +228,20 @@ def reward_function(scorer: Scorer, mode: str, clip: float | None = None) -> Cal
     return crucible_verified_reward
 
 
+def off_policy_threshold(config: TrainerConfig) -> float | None:
+    """rl.off_policy_mask as given; else on for fleet episodes that may be stale (rl.max_staleness >= 1).
+
+    Such an episode was sampled by the served copy, up to max_staleness optimizer steps behind; the
+    fleet hands TRL the logprobs it was sampled with, so the mask compares the sampler with the
+    weights that learn from it. Fresh samples (staleness 0, or episodes in the trainer) need no mask.
+    """
+    if config.off_policy_mask is not None:
+        return config.off_policy_mask
+    if config.mode == "agent" and config.episodes == "fleet" and config.max_staleness >= 1:
+        return STALE_FLEET_MASK
+    return None
+
+
 def generation_arguments(config: TrainerConfig) -> dict[str, Any]:
     """GRPOConfig's vLLM settings for environment.generation (none: `model.generate` in the trainer).
 
@@ -285,6 +300,7 @@ def train(config: TrainerConfig) -> None:
         mask_truncated_completions=config.mask_truncated_completions,
         max_tool_calling_iterations=int(config.environment.get("max_steps", 30)) if agent and not fleet else None,
         log_completions=False,
+        off_policy_mask_threshold=off_policy_threshold(config),
         **generation_arguments(config),
     )
     dropped = {"prompts_dropped_for_length": float(len(rows) - len(kept))}
