@@ -12,7 +12,7 @@ import hashlib
 import re
 from pathlib import Path, PurePosixPath
 
-from sandbox.node_versions import node_metadata
+from sandbox.node_versions import NodeVersionError, node_metadata
 from tasks.builders import lang_history, lang_logs
 from tasks.builders.common import DEFAULT_TEST_COMMAND, BuildError, common_dir, task_slug, write_task_dir
 from tasks.builders.common import repo_name as canonical_name
@@ -67,12 +67,16 @@ def build_task(
         "(the tests are right).\n\n```\n" + text.replace("```", "'''") + "\n```\n"
     )
     name = repo_name or canonical_name(repo)
+    try:
+        node = node_metadata(repo, language)
+    except NodeVersionError as exc:
+        raise BuildError(str(exc)) from None
     digest = hashlib.sha256(log.encode() + "\0".join(nodes).encode()).hexdigest()[:10]
     metadata = {
         "source": "error_log",
         "repo": name,
         **({"test_command": test_command} if language == PYTHON else {"language": language}),
-        **node_metadata(repo, language),
+        **node,
         **(lang_history.tree_go_toolchain(repo) if language == GO else {}),
         "fail_to_pass": nodes,
         "tags": ["error_log"],

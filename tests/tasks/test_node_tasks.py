@@ -24,7 +24,8 @@ from rewards.spec import load_spec
 from sandbox.node_env import NODE, WHEEL_SOURCE
 from sandbox.node_versions import NodeChoice
 from tasks import exports
-from tasks.builders import lang_history
+from tasks.builders import error_log, lang_history
+from tasks.builders.common import BuildError
 from tasks.builders.swebench import build_task as build_swebench_task
 from tasks.harbor_lang import language_dockerfile
 from tasks.models import Task, TaskSuite
@@ -137,3 +138,17 @@ def test_import_refuses_a_recorded_node_outside_the_table(node: object, tmp_path
     with pytest.raises(TaskDirError, match="node"):
         import_task_dirs(tmp_path / "tasks", "bad-node", "train")
     assert not Task.objects.filter(suite__name="bad-node").exists()
+
+
+def test_an_error_log_task_records_the_node_its_repository_asks_for(tmp_path: Path) -> None:
+    repo = _repo(tmp_path, ">=22")
+    (repo / "src" / "math.js").write_text(BUGGY)
+    log = " FAIL  src/math.test.js > adds\nAssertionError: expected -1 to be 5\n"
+    built = error_log.build_task(repo, log, tmp_path / "out")
+    meta = json.loads((built / "metadata.json").read_text())
+    assert meta["fail_to_pass"] == ["src/math.test.js::adds"]
+    assert meta["node"] == {"version": "22.20.0", "source": WHEEL_SOURCE, "asks": "engines.node '>=22'"}
+    package = json.loads((repo / "package.json").read_text()) | {"engines": {"node": ">=30"}}
+    (repo / "package.json").write_text(json.dumps(package))
+    with pytest.raises(BuildError, match="no Node here satisfies engines.node '>=30'"):
+        error_log.build_task(repo, log, tmp_path / "out2")
