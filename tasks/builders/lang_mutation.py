@@ -3,21 +3,35 @@ makes them in Python: a mutant becomes a task only when the repository's own tes
 that passes on the original fails on the mutant, and the run is believed). The expected patch is the
 reverse change; the statement is the failing tests' messages, never the change.
 
-The mutations are one binary operator flipped where gofmt and JavaScript style space it (` < ` to
-` <= `, ` == ` to ` != `, ` && ` to ` || `, ...), outside comments and strings, in code files only
-(not tests, test data, vendored or tooling files). A lexer, not a parser: a site it misreads gives a
-mutant that does not build, which no test run believes, so it is never kept.
+The mutations are one binary operator flipped (`<` to `<=`, `==` to `!=`, `===` to `!==`, `&&` to
+`||`, ... and back), in code files only (not tests, test data, vendored or tooling files). The sites
+come from a real parser, the language's tree-sitter grammar (tree-sitter-go; tree-sitter-javascript
+for .js/.mjs/.cjs/.jsx; tree-sitter-typescript's typescript for .ts/.mts/.cts and tsx for .tsx): a
+site is the operator token of a `binary_expression` node, nothing else. So every site is a real
+comparison or logical expression; comments, strings, runes, Go raw strings, regular expression
+literals, the text of template strings and JSX text are never touched, while the code inside a
+template's `${...}` is; operators however spaced (`a<b`) are found; a generic's brackets (`Map<K, V>`,
+`f<T>(x)`, Go's `[T any]`) are not comparisons and are never flipped. A file the grammar does not parse
+cleanly (a syntax error, an extension of the language the grammar lacks, not UTF-8) is not mutated: a
+file we cannot parse we do not mutate. tree-sitter counts in UTF-8 bytes; a mutant's offset is in
+characters of the text as read, converted once. A mutant whose file no longer parses after the flip is
+dropped before any run.
 """
 
 from __future__ import annotations
 
+import functools
 import random
-import re
 import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+import tree_sitter_go
+import tree_sitter_javascript
+import tree_sitter_typescript
+from tree_sitter import Language, Parser, Query, QueryCursor
 
 from core.vocabulary import TaskSource
 from patches import render, text_patch
@@ -33,7 +47,6 @@ from tasks.builders import lang_history, lang_logs
 from tasks.builders.common import BuildError, common_dir, task_slug, write_task_dir
 from tasks.lang_tests import GO, js_runner
 
-_OPERATOR = re.compile(r"(?<=[ \t])(===|!==|==|!=|<=|>=|&&|\|\||<|>)(?=[ \t])")
 FLIPS = {
     "<": "<=", "<=": "<", ">": ">=", ">=": ">", "==": "!=", "!=": "==",
     "===": "!==", "!==": "===", "&&": "||", "||": "&&",
@@ -43,11 +56,20 @@ RUN_TIMEOUT_S = 120
 MAX_MESSAGE = 300
 JS_MEMORY_MB = 4096
 
+# Which grammar parses a file, by its extension (lang_history.JS_SOURCE and Go's .go).
+_GRAMMARS = {
+    ".go": "go",
+    **dict.fromkeys((".js", ".mjs", ".cjs", ".jsx"), "javascript"),
+    **dict.fromkeys((".ts", ".mts", ".cts"), "typescript"),
+    ".tsx": "tsx",
+}
+_OPERATORS = "(binary_expression operator: _ @operator)"
+
 
 @dataclass(frozen=True)
 class LangMutant:
     path: str
-    offset: int
+    offset: int  # in characters of the file's text as read (read_text), not in bytes
     before: str
     after: str
 
@@ -55,26 +77,53 @@ class LangMutant:
         return text[: self.offset] + self.after + text[self.offset + len(self.before) :]
 
 
-def code_mask(text: str) -> list[bool]:
-    """For each character, whether it is code: False inside comments and string, rune and template literals."""
-    mask = [True] * len(text)
-    i, n = 0, len(text)
-    while i < n:
-        two = text[i : i + 2]
-        if two in ("//", "/*"):
-            end = text.find("\n" if two == "//" else "*/", i + 2)
-            end = n if end < 0 else end + (0 if two == "//" else 2)
-        elif text[i] in "\"'`":
-            end = i + 1
-            while end < n and text[end] != text[i] and not (text[i] != "`" and text[end] == "\n"):
-                end += 2 if text[end] == "\\" else 1
-            end = min(end + 1, n)
-        else:
-            i += 1
+@functools.cache
+def _grammar(name: str) -> tuple[Language, Query]:
+    raw = {
+        "go": tree_sitter_go.language,
+        "javascript": tree_sitter_javascript.language,
+        "typescript": tree_sitter_typescript.language_typescript,
+        "tsx": tree_sitter_typescript.language_tsx,
+    }[name]()
+    language = Language(raw)
+    return language, Query(language, _OPERATORS)
+
+
+def grammar_for(path: str) -> str | None:
+    """The tree-sitter grammar that parses `path` ("go", "javascript", "typescript", "tsx"), by extension."""
+    return _GRAMMARS.get(Path(path).suffix)
+
+
+def parses(path: str, text: str) -> bool:
+    """Whether the file's grammar parses `text` without an error (or a missing token)."""
+    name = grammar_for(path)
+    if name is None:
+        return False
+    language, _ = _grammar(name)
+    return not Parser(language).parse(text.encode("utf-8")).root_node.has_error
+
+
+def sites(path: str, text: str) -> list[tuple[int, str]]:
+    """The flippable operators of a file as (character offset, operator), in order: the operator
+    tokens of its binary expressions; none at all when the file does not parse cleanly."""
+    name = grammar_for(path)
+    if name is None:
+        return []
+    language, query = _grammar(name)
+    data = text.encode("utf-8")
+    tree = Parser(language).parse(data)
+    if tree.root_node.has_error:
+        return []
+    nodes = QueryCursor(query).captures(tree.root_node).get("operator", [])
+    found = []
+    chars = done = 0  # `chars` characters of the text are the first `done` bytes of `data`
+    for node in sorted(nodes, key=lambda n: n.start_byte):
+        if node.type not in FLIPS:
             continue
-        mask[i:end] = [False] * (end - i)
-        i = end
-    return mask
+        chars += len(data[done : node.start_byte].decode("utf-8"))
+        done = node.start_byte
+        found.append((chars, node.type))
+    return found
 
 
 def mutants(root: Path, language: str) -> list[LangMutant]:
@@ -85,11 +134,11 @@ def mutants(root: Path, language: str) -> list[LangMutant]:
         code = lang_history.is_code(language, rel) and not lang_history.is_tooling(language, rel)
         if not code or path.stat().st_size > MAX_FILE_BYTES:
             continue
-        text = path.read_text(encoding="utf-8", errors="replace")
-        mask = code_mask(text)
-        for match in _OPERATOR.finditer(text):
-            if mask[match.start()]:
-                found.append(LangMutant(rel, match.start(), match.group(1), FLIPS[match.group(1)]))
+        try:
+            text = path.read_text(encoding="utf-8")  # as _try reads it (newlines translated)
+        except UnicodeDecodeError:
+            continue
+        found += [LangMutant(rel, offset, op, FLIPS[op]) for offset, op in sites(rel, text)]
     return found
 
 
@@ -146,6 +195,8 @@ def _try(
 ) -> Path | None:
     original = (repo / mutant.path).read_text(encoding="utf-8", errors="replace")
     mutated = mutant.apply(original)
+    if not parses(mutant.path, mutated):
+        return None  # the flip made a syntax error (none seen so far): not a bug a test run should judge
     with tempfile.TemporaryDirectory(prefix="crucible-lang-mutant-") as tmp:
         tree = Path(tmp) / "repo"
         shutil.copytree(repo, tree, symlinks=True, ignore=shutil.ignore_patterns("node_modules", ".git"))
