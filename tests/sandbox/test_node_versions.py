@@ -19,8 +19,8 @@ import pytest
 from sandbox.backends.bwrap import BwrapBackend
 from sandbox.js_run import run_js_tests
 from sandbox.node_env import NODE, SYSTEM_NODE, WHEEL_SOURCE, NodeToolchain, ensure_node_modules, toolchain_versions
+from sandbox.node_releases import INSTALL_MANIFEST
 from sandbox.node_versions import (
-    INSTALL_MANIFEST,
     RELEASES,
     NodeChoice,
     NodeVersionError,
