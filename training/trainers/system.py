@@ -105,9 +105,10 @@ class SystemUsage:
     GPU's mean busy share since the last sample (`system_gpu_util_percent`)."""
 
     def __init__(self, gpu: BusySampler | None = None) -> None:
+        # Found first: looking for a GPU imports torch, which is not the interval's work.
+        self._gpu = gpu if gpu is not None else gpu_sampler()
         self._wall = time.monotonic()
         self._cpu = time.process_time()
-        self._gpu = gpu if gpu is not None else gpu_sampler()
         if self._gpu is not None:
             self._gpu.take()  # the interval starts now
 
