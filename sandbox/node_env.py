@@ -43,6 +43,8 @@ OTHER_LOCKS = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "bun.lockb": "bun"
 _NAME = r"(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9._~-][a-z0-9._~-]*"
 _LOCATION = re.compile(rf"^node_modules/{_NAME}(?:/node_modules/{_NAME})*$", re.IGNORECASE)
 _INTEGRITY = re.compile(r"^sha(256|384|512)-[A-Za-z0-9+/=]+$")
+# A registry version exactly (what npm writes for one): no range, tag, URL, path or git spec.
+_EXACT_VERSION = re.compile(r"^\d{1,9}\.\d{1,9}\.\d{1,9}(?:-[0-9A-Za-z.-]{1,64})?(?:\+[0-9A-Za-z.-]{1,64})?$")
 
 
 class NodeEnvError(RuntimeError):
@@ -161,8 +163,12 @@ def _refusal(location: str, entry: object, registry: str) -> str:
     resolved = entry.get("resolved")
     if resolved is not None and (not isinstance(resolved, str) or not resolved.startswith(registry)):
         return "does not come from the configured registry"
-    integrity = entry.get("integrity")
-    if not isinstance(entry.get("version"), str) or not isinstance(integrity, str) or not _INTEGRITY.match(integrity):
+    version, integrity = entry.get("version"), entry.get("integrity")
+    if resolved is None and integrity is None and isinstance(version, str) and _EXACT_VERSION.match(version):
+        # npm 7-10 sometimes writes an entry without `resolved` and `integrity` (npm/cli#4263); npm ci
+        # then fetches that exact version from the configured registry, whose versions never change.
+        return ""
+    if not isinstance(version, str) or not isinstance(integrity, str) or not _INTEGRITY.match(integrity):
         return "has no version and integrity hash"
     return ""
 

@@ -240,13 +240,42 @@ def test_other_lock_files_and_hostile_locks_are_refused(tmp_path: Path) -> None:
         ({"link": True, "resolved": "../x"}, "node_modules/a"),
         (good, "node_modules/../../x"),
         (good, "packages/a"),
-        ({"version": "1.0.0"}, "node_modules/a"),
+        ({"version": "1.0.0", "resolved": registry + "a.tgz"}, "node_modules/a"),  # a URL without its hash
+        ({"version": "git+ssh://host/x.git"}, "node_modules/a"),
+        ({"version": "latest"}, "node_modules/a"),
+        ({"version": "^1.0.0"}, "node_modules/a"),
+        ({"version": "1.0.0", "integrity": "md5-AAAA"}, "node_modules/a"),
+        ({}, "node_modules/a"),
     ):
         lock = {"lockfileVersion": 3, "packages": {"": {}, location: entry}}
         with pytest.raises(NodeEnvError):
             check_lock(json.dumps(lock).encode(), registry)
     fine = {"lockfileVersion": 3, "packages": {"": {}, "node_modules/@s/a": {**good, "resolved": registry + "a.tgz"}}}
     assert check_lock(json.dumps(fine).encode(), registry)
+    # What npm 7-10 sometimes writes (tough-cookie's lock, 198 such entries): an exact version alone,
+    # which npm ci fetches from the configured registry.
+    bare = {"lockfileVersion": 3, "packages": {"": {}, "node_modules/@s/b": {"version": "3.3.1", "dev": True}}}
+    assert check_lock(json.dumps(bare).encode(), registry)
+
+
+def test_a_lock_entry_without_resolved_and_integrity_installs_its_exact_version(tmp_path: Path) -> None:
+    """npm ci installs an entry that names only its version (npm/cli#4263), from the configured registry."""
+    project = tmp_path / "p"
+    shutil.copytree(LOCKED, project)
+    lock = json.loads((project / "package-lock.json").read_text())
+    stripped = [
+        k
+        for k, v in lock["packages"].items()
+        if k.startswith("node_modules/") and "integrity" in v and not v.get("optional")  # no platform binaries
+    ][:3]
+    for location in stripped:
+        lock["packages"][location].pop("resolved", None)
+        del lock["packages"][location]["integrity"]
+    (project / "package-lock.json").write_text(json.dumps(lock, indent=2))
+    modules = ensure_node_modules(project)
+    for location in stripped:
+        installed = json.loads((modules / location.removeprefix("node_modules/") / "package.json").read_text())
+        assert installed["version"] == lock["packages"][location]["version"]
 
 
 def test_runs_pin_the_thread_pools_and_leave_mallocs_arenas_alone() -> None:
