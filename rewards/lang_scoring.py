@@ -52,7 +52,7 @@ from rewards.workspaces import touched_files
 from sandbox import Limits, Sandbox, SandboxError
 from sandbox.backends.base import Backend
 from sandbox.lang_run import check_backend
-from sandbox.results import TestReport
+from sandbox.results import Outcome, TestReport
 from tasks.lang_tests import (
     check_runner,
     hidden_digests,
@@ -131,11 +131,34 @@ def score_lang_patch(
     if reference_report is not None:
         kept = calibrated(reference_report, task.fail_to_pass)
         remember_calibration(key, kept, calibration_cache)
+    if kept and changed_report is not None and any(changed_report.passed(t) for t in kept):
+        kept = _confirmed(task, backend, run_limits, changed_tests, kept)
+        remember_calibration(key, kept, calibration_cache)
     breakdown["expectations"] = _expectations(task, changed_tests, kept)
     if kept and changed_report is not None:
         flags += judge(kept, changed_report, changed_tests)
         flags += _second_run_flags(report, changed_report)
     return _reward(task, spec, report, _dedupe(flags), breakdown, termination)
+
+
+def _confirmed(
+    task: TaskSpec, backend: Backend | str, limits: Limits, changed: ChangedTests, kept: list[str]
+) -> list[str]:
+    """The calibrated tests the expected patch fails again with their expected values changed.
+
+    Asked only before accusing a patch: a test that failed the calibration run for another reason (a
+    timing test on a loaded host: tough-cookie's "should set a timestamp ...") would otherwise make
+    the expected patch itself an answer oracle. A test the expected patch now passes checks nothing
+    reliably and is dropped; one that fails again stands, whatever the patch being scored did.
+    """
+    with Sandbox(task.base_dir, backend, limits=limits) as box:
+        if _apply(box, task.expected_patch) is None:
+            return kept
+        _prepare(task, box, changed)
+        again = _run(task, box, limits)
+    if not again.valid or again.collection_errors:
+        return kept  # nothing learnt: the calibration stands
+    return [t for t in kept if again.outcome(t) == Outcome.FAILED]
 
 
 def _prepare(task: TaskSpec, box: Sandbox, changed: ChangedTests | None = None) -> list[str]:

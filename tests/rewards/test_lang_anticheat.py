@@ -526,3 +526,31 @@ def test_a_tasks_calibration_is_kept_and_reused(tmp_path: Path) -> None:
     forged = score_patch(spec, patch, SPEC, backend="bwrap", secret=b"two", calibration_cache=cache)
     assert forged.breakdown["expectations"]["checked"] is False
     assert ORACLE not in detectors(forged.flags)
+
+
+def test_a_calibrated_test_the_expected_patch_now_passes_is_dropped_before_it_accuses(tmp_path: Path) -> None:
+    """A test that failed the calibration run for another reason (a timing test on a loaded host, as
+    tough-cookie's "should set a timestamp ..." did) once made the expected patch itself score -1 as an
+    answer oracle. Before accusing, the expected patch is run on the changed tests again."""
+    task = tmp_path / "js_task_1"
+    shutil.copytree(TASKS / "js_task_1", task)
+    hidden = task / "tests" / "slug.test.js"
+    hidden.write_text(
+        hidden.read_text() + '\ntest("gives some slug", () => {\n  expect(slugify("x").length > 0).toBeTruthy();\n});\n'
+    )
+    metadata = json.loads((task / "metadata.json").read_text())
+    checks = "test/slug.test.js::slugify > joins words with single dashes"
+    loose = "test/slug.test.js::gives some slug"  # no expected value to change: it passes changed too
+    metadata["fail_to_pass"] = [checks, loose]
+    (task / "metadata.json").write_text(json.dumps(metadata))
+    spec = TaskSpec.from_task_dir(task)
+    cache = tmp_path / "calibrations"
+    cache.mkdir()
+    key = calibration_key(spec, b"flaky")
+    # What a flaky calibration left: both kept, though the expected patch passes `loose` changed.
+    (cache / f"{key}.json").write_text(json.dumps({"lang_kept": [checks, loose]}))
+    score = score_patch(spec, spec.expected_patch, SPEC, backend="bwrap", secret=b"flaky", calibration_cache=cache)
+    assert ORACLE not in detectors(score.flags), score.flags
+    assert score.reward == 1.0
+    # The test that does check the changed values failed again and stays: it still judges every patch.
+    assert json.loads((cache / f"{key}.json").read_text()) == {"lang_kept": [checks]}
