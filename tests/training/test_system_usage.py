@@ -7,15 +7,20 @@ import time
 from training.trainers.system import SystemUsage
 
 
-def test_a_busy_interval_reads_near_one_core_and_an_idle_one_near_none() -> None:
+def test_a_busy_interval_reads_its_cpu_over_its_wall_time_and_an_idle_one_near_none() -> None:
     usage = SystemUsage()
-    deadline = time.process_time() + 0.3
+    wall, cpu = time.monotonic(), time.process_time()
+    deadline = cpu + 0.3
     while time.process_time() < deadline:  # one core busy for 0.3 s of CPU
         pass
     busy = usage.sample()
+    # What the process really got: on a loaded 2-core CI machine the wall clock stretches (a share
+    # of 13 % was seen), so the reading is checked against the interval, not against a fixed floor.
+    got = 100 * (time.process_time() - cpu) / (time.monotonic() - wall)
     time.sleep(0.3)
     idle = usage.sample()
-    assert busy["system_cpu_percent"] > 20  # on a loaded 2-core machine the wall clock stretches
+    assert abs(busy["system_cpu_percent"] - got) <= max(5.0, 0.25 * got)
+    assert busy["system_cpu_percent"] > 2 * idle["system_cpu_percent"]
     assert idle["system_cpu_percent"] < 20
     assert busy["system_rss_mb"] > 10
     ballast = bytearray(200 * 2**20)  # 200 MiB written: resident
