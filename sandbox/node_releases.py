@@ -8,7 +8,6 @@ chooses which one a repository gets).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from sandbox.environments import file_lock
 from sandbox.node_env import WHEEL_SOURCE, NodeEnvError, NodeToolchain, node_root
+from sandbox.sealed import seal_tree, unseal_tree
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _install_release(root: Path, target: Path, version: str) -> None:
         _seal(staging, {"version": version, "npm": npm_said, "seconds": round(time.monotonic() - started, 1)})
         os.rename(staging, target)
     except BaseException:
-        _writable(staging)
+        unseal_tree(staging)
         shutil.rmtree(staging, ignore_errors=True)
         raise
     logger.info("node %s installed in %.1f s", version, time.monotonic() - started)
@@ -176,19 +176,8 @@ def _run_version(argv: list[str]) -> str:
 
 def _seal(staging: Path, manifest: dict[str, object]) -> None:
     """Everything read-only (it is mounted so too), the manifest last: its presence says complete."""
-    for directory, _, files in os.walk(staging):
-        for name in files:
-            path = Path(directory) / name
-            if not path.is_symlink():
-                path.chmod(0o555 if path.stat().st_mode & 0o111 else 0o444)
-        os.chmod(directory, 0o555)  # noqa: S103 - read by the sandbox's user, mounted read-only
+    seal_tree(staging)
     staging.chmod(0o755)
     (staging / INSTALL_MANIFEST).write_text(json.dumps(manifest) + "\n")
     (staging / INSTALL_MANIFEST).chmod(0o444)
     staging.chmod(0o555)
-
-
-def _writable(path: Path) -> None:
-    for directory, _, _ in os.walk(path):
-        with contextlib.suppress(OSError):
-            os.chmod(directory, 0o755)  # noqa: S103
