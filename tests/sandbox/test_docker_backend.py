@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import select
 import shutil
 import signal
@@ -45,7 +46,7 @@ SMALL = Limits(
 def nothing_is_left(docker_backend: DockerBackend) -> Iterator[None]:
     yield
     assert docker_backend.client.containers.list(all=True) == []
-    assert sandbox_user_processes() == []
+    assert sandbox_user_processes(docker_backend) == []
 
 
 @pytest.fixture
@@ -56,21 +57,37 @@ def workspace(tmp_path: Path) -> Path:
     return path
 
 
-def sandbox_user_processes() -> list[int]:
-    """Host pids running as the sandbox uid: none may exist once a call has returned.
+def sandbox_user_processes(backend: DockerBackend) -> list[int]:
+    """Host pids running as the sandbox uid in a container of this session's podman service.
 
-    (Counting all host processes would be noisy: other work runs on the same host.)
+    None may exist once a call has returned. Other test processes run their own podman
+    services at the same time, with their own uid-65534 sandboxes, so a pid counts only when
+    its cgroup names a container that our service created, or names no container at all (a
+    process that escaped its container's cgroup is a leak whoever made it).
     """
+    ours = _containers_created_by(backend)
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                uid_line = next(line for line in (entry / "status").read_text().splitlines() if line.startswith("Uid:"))
+                status = (entry / "status").read_text()
+                cgroup = (entry / "cgroup").read_text()
+                uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
             except (OSError, StopIteration):
                 continue
-            if uid_line.split()[1] == "65534":
+            if uid_line.split()[1] != "65534":
+                continue
+            container = re.search(r"libpod-([0-9a-f]{64})", cgroup)
+            if container is None or container.group(1) in ours:
                 found.append(int(entry.name))
     return found
+
+
+def _containers_created_by(backend: DockerBackend) -> set[str]:
+    events = backend.client.events(
+        since=1, until=int(time.time()) + 1, decode=True, filters={"type": "container", "event": "create"}
+    )
+    return {event.get("id") or event["Actor"]["ID"] for event in events}
 
 
 def host_still_works() -> bool:
@@ -78,6 +95,19 @@ def host_still_works() -> bool:
 
 
 # behaviour -------------------------------------------------------------------
+
+
+def test_the_leak_check_sees_a_process_in_one_of_our_containers(docker_backend: DockerBackend, workspace: Path) -> None:
+    # The check every test ends with must be able to fail: while a sandbox runs, it counts it.
+    seen: list[int] = []
+    runner = threading.Thread(target=docker_backend.run, args=(["sleep", "6"], workspace, SMALL))
+    runner.start()
+    deadline = time.monotonic() + 30
+    while not seen and runner.is_alive() and time.monotonic() < deadline:
+        seen = sandbox_user_processes(docker_backend)
+        time.sleep(0.2)
+    runner.join()
+    assert seen, "a running sandbox's process was not counted"
 
 
 def test_it_runs_true_in_a_fresh_container(docker_backend: DockerBackend, workspace: Path) -> None:
@@ -269,7 +299,7 @@ def test_it_caps_a_fork_loop_at_the_pids_limit(docker_backend: DockerBackend, wo
     assert result.exit_code == 0, result.stderr
     forked = int(result.stdout.split()[1].rstrip(":"))
     assert forked < SMALL.pids and "Resource temporarily unavailable" in result.stdout
-    assert sandbox_user_processes() == [] and host_still_works()
+    assert sandbox_user_processes(docker_backend) == [] and host_still_works()
 
 
 def test_it_caps_each_sandbox_separately_so_one_cannot_starve_another(
@@ -303,7 +333,7 @@ def test_it_contains_a_shell_fork_bomb(docker_backend: DockerBackend, workspace:
         Limits(**{**SMALL.__dict__, "wall_seconds": 8}),
     )
     assert "Resource temporarily unavailable" in result.stderr or result.timed_out
-    assert sandbox_user_processes() == [] and host_still_works()
+    assert sandbox_user_processes(docker_backend) == [] and host_still_works()
 
 
 def test_it_kills_a_memory_hog_at_the_memory_limit(docker_backend: DockerBackend, workspace: Path) -> None:
