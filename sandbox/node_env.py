@@ -43,6 +43,7 @@ OTHER_LOCKS = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "bun.lockb": "bun"
 _NAME = r"(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9._~-][a-z0-9._~-]*"
 _LOCATION = re.compile(rf"^node_modules/{_NAME}(?:/node_modules/{_NAME})*$", re.IGNORECASE)
 _INTEGRITY = re.compile(r"^sha(256|384|512)-[A-Za-z0-9+/=]+$")
+_SHA1_INTEGRITY = re.compile(r"^sha1-[A-Za-z0-9+/]{27}=$")
 # A registry version exactly (what npm writes for one): no range, tag, URL, path or git spec.
 _EXACT_VERSION = re.compile(r"^\d{1,9}\.\d{1,9}\.\d{1,9}(?:-[0-9A-Za-z.-]{1,64})?(?:\+[0-9A-Za-z.-]{1,64})?$")
 
@@ -167,6 +168,16 @@ def _refusal(location: str, entry: object, registry: str) -> str:
     if resolved is None and integrity is None and isinstance(version, str) and _EXACT_VERSION.match(version):
         # npm 7-10 sometimes writes an entry without `resolved` and `integrity` (npm/cli#4263); npm ci
         # then fetches that exact version from the configured registry, whose versions never change.
+        return ""
+    if (
+        isinstance(version, str)
+        and isinstance(integrity, str)
+        and _SHA1_INTEGRITY.match(integrity)
+        and _EXACT_VERSION.match(version)
+    ):
+        # A package published before npm hashed with SHA-512 has only its SHA-1 in the registry
+        # (concat-map, color-name: in most trees), so locks name it so. An exact registry version
+        # is trusted without any hash just above; the SHA-1 is a check on top of that.
         return ""
     if not isinstance(version, str) or not isinstance(integrity, str) or not _INTEGRITY.match(integrity):
         return "has no version and integrity hash"

@@ -72,6 +72,8 @@ HOUSEKEEPING_SUBJECT = re.compile(
     # A conventional-commit type ("chore: ", "build(deps): ") may lead any of them.
     r"^\s*(?:[a-z]+(?:\([^)]*\))?!?:\s*)?(?:\[release\]|release\s*(?:v?\d|notes\b|:|$)|releasing\s+v?\d|"
     r"bump(?:ed|s)?\s+(?:the\s+)?version|bump(?:ed|s)?\s+(?:to\s+)?v?\d|bump(?:ed|s)?\s+\S+\s+from\s+\S+\s+to\b|"
+    # Dependabot's grouped updates: "Bump the dev-dependencies group with 8 updates".
+    r"bump(?:ed|s)?\s+the\s+\S+\s+group\s+(?:with|across)\b|"
     r"(?:prepare|preparing)\s+(?:for\s+)?(?:the\s+)?(?:v?\d[\w.]*\s+)?release|v?\d+\.\d+(?:\.\d+)*(?:[a-z]+\d*)?\s*$|"
     r"version\s+v?\d|update\s+(?:the\s+)?(?:changelog|changes|news|version)\b|merge\s+(?:branch|pull\s+request)\b)",
     re.IGNORECASE,
@@ -121,6 +123,8 @@ class Candidate:
     body: str
     code_files: tuple[str, ...]
     test_files: tuple[str, ...]
+    # The size of the expected patch, which the size limits bound: its code files (not tests,
+    # documentation, lock files or tool configuration) and the lines they change.
     changed_lines: int
     files: int = 0
     language: str = PYTHON  # the repository's (lang_history.repo_language): how it is judged and run
@@ -150,7 +154,9 @@ def candidates(repo: Path, selection: Selection = Selection(), layout: TestLayou
     """Non-merge commits (newest first unless asked otherwise) that change both non-test code and tests.
 
     Size limits are not applied here: `judge` says why a candidate is left out, so the build
-    report can name every one.
+    report can name every one. A candidate's size is its expected patch's: the tests a commit
+    adds are hidden and run, not written by the agent, so a well-tested fix is no larger a task
+    than an untested one; nor are documentation, a lock file or tool configuration part of it.
     """
     if not (repo / ".git").exists() and not (repo / "HEAD").exists():
         raise BuildError(f"{repo}: not a git repository")
@@ -175,12 +181,11 @@ def candidates(repo: Path, selection: Selection = Selection(), layout: TestLayou
         parts = ids.split()
         if len(parts) != 2:
             continue  # the root commit (no parent) or a merge
-        files, lines = [], 0
+        files, lines_of = [], {}
         for row in stats.strip().splitlines():
             added, removed, path = (row.split("\t") + ["", "", ""])[:3]
             files.append(path)
-            lines += int(added) if added.isdigit() else 0
-            lines += int(removed) if removed.isdigit() else 0
+            lines_of[path] = sum(int(n) for n in (added, removed) if n.isdigit())
         if language != PYTHON:
             tests = tuple(f for f in files if lang_history.is_test(language, f))
             code = tuple(f for f in files if lang_history.is_code(language, f))
@@ -191,8 +196,10 @@ def candidates(repo: Path, selection: Selection = Selection(), layout: TestLayou
             code = tuple(f for f in files if f not in tests and f.endswith(".py"))
             changes_tests = any(not NOT_A_TEST_CHANGE.match(PurePosixPath(f).name) for f in tests)
         if code and changes_tests:
+            patch = [f for f in code if not (TOOLING_PATH.search(f) or lang_history.is_tooling(language, f))]
+            lines = sum(lines_of[f] for f in patch)
             found.append(
-                Candidate(parts[0], parts[1], subject.strip(), body.strip(), code, tests, lines, len(files), language)
+                Candidate(parts[0], parts[1], subject.strip(), body.strip(), code, tests, lines, len(patch), language)
             )
     return found
 

@@ -227,6 +227,9 @@ def test_a_node_modules_of_the_workspaces_own_is_refused(project: Path) -> None:
         run(project, "add > adds")
 
 
+SHA1 = "sha1-2Klr13/Wjfd5OnMDajug1UBdR3s="  # concat-map 0.0.1's, as the registry gives it
+
+
 def test_other_lock_files_and_hostile_locks_are_refused(tmp_path: Path) -> None:
     (tmp_path / "package.json").write_text("{}")
     (tmp_path / "pnpm-lock.yaml").write_text("lockfileVersion: '9.0'\n")
@@ -245,6 +248,9 @@ def test_other_lock_files_and_hostile_locks_are_refused(tmp_path: Path) -> None:
         ({"version": "latest"}, "node_modules/a"),
         ({"version": "^1.0.0"}, "node_modules/a"),
         ({"version": "1.0.0", "integrity": "md5-AAAA"}, "node_modules/a"),
+        ({"version": "^1.0.0", "integrity": SHA1}, "node_modules/a"),  # SHA-1 only with an exact version
+        ({"version": "1.0.0", "integrity": "sha1-AAAA"}, "node_modules/a"),  # not a SHA-1 digest
+        ({"version": "1.0.0", "integrity": SHA1, "resolved": "https://elsewhere.example/a.tgz"}, "node_modules/a"),
         ({}, "node_modules/a"),
     ):
         lock = {"lockfileVersion": 3, "packages": {"": {}, location: entry}}
@@ -256,6 +262,12 @@ def test_other_lock_files_and_hostile_locks_are_refused(tmp_path: Path) -> None:
     # which npm ci fetches from the configured registry.
     bare = {"lockfileVersion": 3, "packages": {"": {}, "node_modules/@s/b": {"version": "3.3.1", "dev": True}}}
     assert check_lock(json.dumps(bare).encode(), registry)
+    # A package published before npm hashed with SHA-512 (concat-map 0.0.1, in most trees) has
+    # only a SHA-1 in the registry, and locks name it so.
+    old = {"version": "0.0.1", "resolved": registry + "concat-map-0.0.1.tgz", "integrity": SHA1, "dev": True}
+    assert check_lock(
+        json.dumps({"lockfileVersion": 2, "packages": {"": {}, "node_modules/concat-map": old}}).encode(), registry
+    )
 
 
 def test_a_lock_entry_without_resolved_and_integrity_installs_its_exact_version(tmp_path: Path) -> None:

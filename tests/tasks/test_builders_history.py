@@ -317,11 +317,48 @@ def test_commits_not_worth_a_task_are_skipped_with_their_reason(tmp_path: Path) 
     assert verdicts["fix"] is None
 
 
+def test_the_size_limits_bound_the_expected_patch_not_its_tests_docs_or_lock_file(tmp_path: Path) -> None:
+    repo = tmp_path / "sized"
+    code = "def add(a, b):\n    return a - b\n"
+    many = "".join(f"def test_add_{i}():\n    assert add({i}, 1) == {i + 1}\n\n\n" for i in range(150))
+    commit(repo, "Start", {"pkg/__init__.py": code, "tests/test_add.py": "from pkg import add\n"})
+    well_tested = commit(
+        repo,
+        "Fix add",
+        {
+            "pkg/__init__.py": code.replace("a - b", "a + b"),
+            "tests/test_add.py": "from pkg import add\n\n\n" + many,  # 600 lines of tests
+            "docs/add.md": "add\n" * 300,
+            "poetry.lock": "[[package]]\n" * 1000,
+            **{f"docs/page{i}.md": "x\n" for i in range(12)},  # more files than the limit
+        },
+    )
+    large = "".join(f"def f{i}(a):\n    return a + {i}\n\n\n" for i in range(120))  # 480 lines
+    large_fix = commit(
+        repo,
+        "Add the f functions",
+        {
+            "pkg/more.py": large,
+            "tests/test_more.py": "from pkg.more import f1\n\n\ndef test_f1():\n    assert f1(1) == 2\n",
+        },
+    )
+    found = {c.commit: c for c in git_history.candidates(repo)}
+    assert (found[well_tested].files, found[well_tested].changed_lines) == (1, 2)
+    assert git_history.judge(repo, found[well_tested], 10, 400) is None
+    assert git_history.judge(repo, found[large_fix], 10, 400) == (
+        git_history.SkipReason.TOO_LARGE,
+        "1 files, 480 lines (limits 10, 400)",
+    )
+
+
 @pytest.mark.parametrize(
     ("subject", "housekeeping"),
     [
         ("chore: prepare 2.2.4 release (#276)", True),
         ("build(deps): bump requests from 2.31.0 to 2.32.0", True),
+        ("Bump the dev-dependencies group with 8 updates (#551)", True),
+        ("build(deps-dev): bump the npm_and_yarn group across 1 directory with 9 updates", True),
+        ("fix: bump the retry count on timeouts", False),
         ("chore(release): 1.2.3", True),
         ("fix: release the lock before closing", False),
         ("fix(parser): version parsing of pre-releases", False),
