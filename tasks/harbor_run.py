@@ -6,6 +6,9 @@ writes /logs/verifier/reward.txt or reward.json. Here each script is one sandbox
 (bwrap by default: no network, no host files but the runner's) with those paths mapped over a
 fresh workspace, and the runner's Python stands in for the image's.
 
+The Go or Node a FROM golang:* or node:* image names is stood in for by the same version
+installed here (tasks.harbor_toolchains), first on PATH.
+
 The workspace is a given folder (a Crucible export's environment/repo), or what the task's
 Dockerfile makes of its build context when it stays within a small subset: FROM python:*,
 ubuntu:* or debian:* (the sandbox's own system stands in for the base: bash, coreutils, the
@@ -36,6 +39,7 @@ from pathlib import Path, PurePosixPath
 from sandbox import ExecResult, Limits, Sandbox
 from sandbox.backends.base import Backend
 from sandbox.backends.bwrap import BwrapBackend
+from tasks.harbor_toolchains import StandIn, ToolchainImageError, stand_in
 from tasks.trees import TreeError, check_tree, exists_at, open_dir, open_regular, walk
 
 MAX_REWARD_BYTES = 64 * 1024
@@ -71,6 +75,7 @@ class Image:
 
     workdir: str = "/app"
     variables: dict[str, str] = field(default_factory=dict)
+    base: str = ""  # FROM's image: its Go or Node is stood in for (tasks.harbor_toolchains)
     steps: list[tuple[str, str]] = field(default_factory=list)  # (COPY|RUN, argument)
 
 
@@ -88,8 +93,13 @@ def run_harbor_task(
         check_tree(task)
     except TreeError as exc:
         raise HarborRunError(f"{task}: {exc}") from None
-    image = read_dockerfile(task) if base is None else Image(workdir=read_dockerfile(task, lenient=True).workdir)
+    if base is None:
+        image = read_dockerfile(task)
+    else:
+        read = read_dockerfile(task, lenient=True)
+        image = Image(workdir=read.workdir, base=read.base)
     image.workdir = configured_workdir(task) or image.workdir
+    toolchain = _toolchain(task, image)
     backend = backend or BwrapBackend()
     limits = limits or Limits()
     agent_seconds, verifier_seconds = timeouts(task, limits.wall_seconds)
@@ -98,16 +108,17 @@ def run_harbor_task(
         start.mkdir(exist_ok=True)
         logs = Path(tmp) / "logs"
         fresh_logs(logs)
-        with Sandbox(start, backend, limits=limits, env=image.variables) as box:
+        env = {**image.variables, **toolchain.variables(backend.runtime.path)}
+        with Sandbox(start, backend, limits=limits, env=env) as box:
             run = HarborRun(rewards={})
             if base is None:
                 _build(box, task, image)
             if solve:
-                done = _script(box, image, "/solution/solve.sh", [(task / "solution", "/solution")], [], agent_seconds)
+                solution = [(task / "solution", "/solution"), *toolchain.binds]
+                done = _script(box, image, "/solution/solve.sh", solution, [], agent_seconds)
                 run.solve_exit, run.output["solve"] = done.exit_code, done.stdout + done.stderr
-            done = _script(
-                box, image, "/tests/test.sh", [(task / "tests", "/tests")], [(logs, "/logs")], verifier_seconds
-            )
+            verifier = [(task / "tests", "/tests"), *toolchain.binds]
+            done = _script(box, image, "/tests/test.sh", verifier, [(logs, "/logs")], verifier_seconds)
             run.test_exit, run.output["test"] = done.exit_code, done.stdout + done.stderr
         run.rewards = read_reward(logs)
         return run
@@ -136,6 +147,13 @@ def build_and_solve(
     with Sandbox(snapshot, backend, limits=limits, env=image.variables) as box:
         done = _script(box, image, "/solution/solve.sh", [(task / "solution", "/solution")], [], agent_seconds)
         return image, box.diff(), done
+
+
+def _toolchain(task: Path, image: Image) -> StandIn:
+    try:
+        return stand_in(image.base)
+    except ToolchainImageError as exc:
+        raise HarborRunError(f"{task}/environment/Dockerfile: {exc}") from None
 
 
 def fresh_logs(logs: Path) -> None:
@@ -214,6 +232,8 @@ def read_dockerfile(task: Path, lenient: bool = False) -> Image:
         word, _, argument = line.partition(" ")
         word, argument = word.upper(), argument.strip()
         where = f"{task}/environment/Dockerfile line {number}"
+        if word == "FROM":
+            image.base = argument.split()[0] if argument else ""
         if word == "WORKDIR":
             if seen_workdir and argument != image.workdir:
                 raise HarborRunError(f"{where}: a second WORKDIR is not supported")

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import subprocess
+import tarfile
 import tempfile
 from pathlib import Path
 
@@ -22,10 +23,12 @@ from rewards.scoring import score_patch
 from rewards.spec import load_spec
 from sandbox.go_run import GOROOT_ENV, SYSTEM_GO
 from sandbox.go_toolchains import ROOT_ENV
+from sandbox.limits import Limits
 from tasks import exports
 from tasks.builders import lang_history
 from tasks.builders.swebench import build_task
 from tasks.harbor_lang import language_dockerfile
+from tasks.harbor_run import run_harbor_task
 from tasks.lang_tests import go_toolchain_of
 from tasks.models import Task, TaskSuite
 from tasks.services import task_spec_for
@@ -121,6 +124,17 @@ def test_a_go_1_22_repository_gives_a_valid_task_run_with_the_release_it_asks_fo
     assert read_task_dir(back).metadata["go_toolchain"] == RELEASE
     dockerfile = language_dockerfile(task, tree_path(task.snapshot_hash))
     assert "FROM golang:1.22.10-bookworm" in dockerfile, dockerfile
+    # Run here as a Harbor task, the image's Go is the release (the system's 1.19 has no `slices`).
+    out = tmp_path / "harbor.tar"
+    call_command("export", "tasks", "--format", "harbor", "--suite", "go122", "--out", str(out), verbosity=0)
+    with tarfile.open(out) as archive:
+        archive.extractall(tmp_path / "harbor", filter="data")
+    harbor_task = next((tmp_path / "harbor").glob("tasks-harbor/*"))
+    repo_dir = harbor_task / "environment" / "repo"
+    solved = run_harbor_task(harbor_task, solve=True, base=repo_dir, limits=Limits(wall_seconds=300))
+    assert solved.reward == 1.0, solved.output
+    unsolved = run_harbor_task(harbor_task, solve=False, base=repo_dir, limits=Limits(wall_seconds=300))
+    assert unsolved.reward == 0.0 and unsolved.rewards["pass_to_pass_passed"] == 1, unsolved.output
     # A task recording no release (built before) keeps the system's toolchain and its image.
     old = Task(task_id="old", metadata={k: v for k, v in task.metadata.items() if k != "go_toolchain"})
     assert go_toolchain_of(old.metadata) == "" and "FROM golang:1.19-bookworm" in language_dockerfile(old, repo)
