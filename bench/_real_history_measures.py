@@ -21,6 +21,7 @@ from sandbox.go_run import SCRIPT as GO_SCRIPT
 from sandbox.go_run import go_env, module_path
 from sandbox.go_run import selection as go_selection
 from sandbox.go_toolchains import toolchain_for
+from sandbox.js_options import jest_fake_timers
 from sandbox.js_run import JEST_JUNIT_ENV, JEST_JUNIT_LOCK, THREAD_ENV, WORKSPACE_MOUNT, jest_config, vitest_config
 from sandbox.js_run import selection as js_selection
 from sandbox.node_env import NodeToolchain, ensure_node_modules
@@ -172,7 +173,7 @@ def _bare_jest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], di
     reporter = ensure_node_modules(JEST_JUNIT_LOCK, node)
     files, pattern = js_selection(work, validation_ids(task))
     junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "jest.config.json"
-    text = jest_config(files, pattern, modules, str(reporter / "jest-junit"))
+    text = jest_config(files, pattern, modules, str(reporter / "jest-junit"), jest_fake_timers(task.base_dir))
     config.write_text(text.replace(WORKSPACE_MOUNT, str(work)))
     argv = [node.node, str(modules / "jest" / "bin" / "jest.js"), "--config", str(config), "--json", "--outputFile"]
     env = _node_env(node) | JEST_JUNIT_ENV | {"JEST_JUNIT_OUTPUT_FILE": str(junit)}

@@ -8,7 +8,8 @@ default loader would bundle it into a file beside it, in a read-only directory).
 reports go to FIFOs (sandbox.report_fifo) and are read with sandbox.outcomes_js.
 
 Jest is run the same way: a JSON configuration of the harness's, named with `--config`, so the
-repository's jest.config.* and package.json "jest" key are never read; jest-junit is always the
+repository's jest.config.* and package.json "jest" key are never run (their `fakeTimers`, which
+the tests' clock depends on, is read as data: sandbox.js_options); jest-junit is always the
 harness's own lock-pinned copy (JEST_JUNIT_LOCK), set up entirely through its environment
 variables, which come before anything a package.json "jest-junit" key says.
 
@@ -25,8 +26,10 @@ import re
 import secrets
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from sandbox.backends.base import WORKSPACE_MOUNT, Backend, SandboxError
+from sandbox.js_options import jest_fake_timers
 from sandbox.junit import ReportError
 from sandbox.lang_run import RunDirs, RunPlan, checked_ids, lang_report, run_plan
 from sandbox.limits import Limits
@@ -175,8 +178,11 @@ def vitest_config(
     )
 
 
-def jest_config(files: Sequence[str], pattern: str | None, modules: Path, junit: str) -> str:
-    """The harness's Jest configuration (JSON): which files and tests, and how they are transformed.
+def jest_config(
+    files: Sequence[str], pattern: str | None, modules: Path, junit: str, fake_timers: dict[str, Any] | None = None
+) -> str:
+    """The harness's Jest configuration (JSON): which files and tests, and how they are transformed,
+    with the project's own `fake_timers` (sandbox.js_options: the tests' clock, read as data).
 
     The transform is the harness's too: babel-jest with no babel configuration file of the
     repository's (babel.config.*, .babelrc, a package.json "babel" key run code and can rewrite the
@@ -218,6 +224,8 @@ def jest_config(files: Sequence[str], pattern: str | None, modules: Path, junit:
         "ci": True,
         "maxWorkers": WORKERS,
     }
+    if fake_timers:
+        config["fakeTimers"] = fake_timers
     if pattern is None:
         del config["testNamePattern"]
     return json.dumps(config, indent=2) + "\n"
@@ -244,7 +252,11 @@ def _node_env(node: NodeToolchain) -> dict[str, str]:
 
 
 def vitest_plan(
-    workspace: Path, test_ids: Sequence[str], modules: Path, node: NodeToolchain = SYSTEM_NODE
+    workspace: Path,
+    test_ids: Sequence[str],
+    modules: Path,
+    node: NodeToolchain = SYSTEM_NODE,
+    project: Path | None = None,
 ) -> tuple[RunPlan, RunDirs]:
     refuse_planted_modules(workspace)
     if not (modules / "vitest" / "vitest.mjs").is_file():
@@ -271,8 +283,13 @@ def vitest_plan(
 
 
 def jest_plan(
-    workspace: Path, test_ids: Sequence[str], modules: Path, node: NodeToolchain = SYSTEM_NODE
+    workspace: Path,
+    test_ids: Sequence[str],
+    modules: Path,
+    node: NodeToolchain = SYSTEM_NODE,
+    project: Path | None = None,
 ) -> tuple[RunPlan, RunDirs]:
+    """`project` is where the Jest options the tests rely on are read (the task's base; default the workspace)."""
     refuse_planted_modules(workspace)
     if not (modules / "jest" / "bin" / "jest.js").is_file():
         raise SandboxError("jest is not among the lock file's packages")
@@ -297,7 +314,8 @@ def jest_plan(
         "JEST_JUNIT_TEST_SUITE_PROPERTIES_DIR": dirs.harness,
     }
     binds = [(modules, MODULES), (reporter_modules, reporter), *node.binds()]
-    harness = {JEST_CONFIG: jest_config(files, pattern, modules, f"{reporter}/jest-junit")}
+    fake_timers = jest_fake_timers(project or workspace)
+    harness = {JEST_CONFIG: jest_config(files, pattern, modules, f"{reporter}/jest-junit", fake_timers)}
     # Jest and jest-junit only write their reports: both FIFOs are write-only to the sandbox.
     return RunPlan(argv, env, (JUNIT, SUMMARY), (), harness, binds), dirs
 
@@ -328,7 +346,7 @@ def run_js_tests(
         )
     modules = ensure_node_modules(project or workspace, node)
     make_plan = jest_plan if runner == JsRunner.JEST else vitest_plan
-    plan, dirs = make_plan(workspace, test_ids, modules, node)
+    plan, dirs = make_plan(workspace, test_ids, modules, node, project)
     result, data = run_plan(plan, dirs, workspace, backend, limits, root)
     xml, summary = data[JUNIT], data[SUMMARY]
     try:

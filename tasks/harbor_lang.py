@@ -16,6 +16,7 @@ from typing import Any
 from sandbox.backends.base import SandboxError
 from sandbox.go_run import module_path
 from sandbox.go_run import selection as go_selection
+from sandbox.js_options import jest_fake_timers
 from sandbox.js_run import js_string
 from sandbox.node_versions import choice_from_metadata
 from sandbox.outcomes_js import JsRunner
@@ -171,6 +172,9 @@ def jest_config(task: Task, base: Path) -> str:
         "watchman": False,
         "ci": True,
     }
+    fake_timers = jest_fake_timers(base)  # the tests' clock, as Crucible's own runs set it
+    if fake_timers:
+        config["fakeTimers"] = fake_timers
     return json.dumps(config, indent=2) + "\n"
 
 

@@ -205,3 +205,58 @@ def test_a_typescript_test_runs_through_the_locks_ts_jest(tmp_path: Path) -> Non
     report = run(root, file="src/half.test.ts")
     assert outcomes(report, "src/half.test.ts") == {"half > halves": "passed", "half > breaks": "failed"}, report.tests
     assert report.inconsistencies == [], report.inconsistencies
+
+
+FROZEN_CLOCK_TEST = """test("the clock stands still", () => {
+  const before = new Date();
+  let spin = 0;
+  for (let i = 0; i < 5e7; i++) spin += i;  // tens of ms of real time (performance.now is faked too)
+  expect(new Date()).toEqual(before);
+});
+
+test("timers fire when advanced", () => {
+  let fired = false;
+  setTimeout(() => { fired = true; }, 10000);
+  jest.advanceTimersByTime(10000);
+  expect(fired).toBe(true);
+});
+"""
+
+
+@pytest.mark.parametrize(
+    ("config_file", "config"),
+    [
+        (
+            "jest.config.js",
+            "module.exports = {\n  testEnvironment: 'node',\n  fakeTimers: { enableGlobally: true },\n};\n",
+        ),
+        ("jest.config.ts", "const config: Config = { fakeTimers: { enableGlobally: true } }\nexport default config\n"),
+    ],
+)
+def test_the_projects_global_fake_timers_hold_in_the_harnesss_run(project: Path, config_file: str, config: str) -> None:
+    """Jest's `fakeTimers`, read from the project's config as data (its module is never run): tests
+    written for a frozen clock pass, as in the project's own runs, on a machine of any speed."""
+    (project / "test" / "clock.test.js").write_text(FROZEN_CLOCK_TEST)
+    frozen = {"the clock stands still": "passed", "timers fire when advanced": "passed"}
+    (project / config_file).write_text(config)
+    report = run(project, file="test/clock.test.js")
+    assert outcomes(report, "test/clock.test.js") == frozen, report.tests
+    # Without the option, the same tests see the real clock: both fail.
+    (project / config_file).unlink()
+    real = run(project, file="test/clock.test.js")
+    assert set(outcomes(real, "test/clock.test.js").values()) == {"failed"}, real.tests
+
+
+def test_only_literal_documented_fake_timer_keys_are_read(tmp_path: Path) -> None:
+    from sandbox.js_options import jest_fake_timers
+
+    (tmp_path / "jest.config.js").write_text(
+        "const base = require('./base');\n"
+        "module.exports = { ...base, fakeTimers: { enableGlobally: true, now: 1_000, advanceTimers: pick(),\n"
+        "  doNotFake: ['nextTick'], timerLimit: 'x', setupFiles: ['evil.js'] } };\n"
+    )
+    assert jest_fake_timers(tmp_path) == {"enableGlobally": True, "now": 1000, "doNotFake": ["nextTick"]}
+    (tmp_path / "jest.config.js").write_text("module.exports = { fakeTimers: makeTimers() };\n")
+    assert jest_fake_timers(tmp_path) is None
+    (tmp_path / "package.json").write_text(json.dumps({"jest": {"fakeTimers": {"doNotFake": ["fs.readFile"]}}}))
+    assert jest_fake_timers(tmp_path) is None  # not a fakeable API: the list is dropped, and nothing is left
