@@ -103,7 +103,7 @@ def _checked(value: object) -> dict[str, Any] | None:
             continue
         if isinstance(item, float) and not math.isfinite(item):
             continue
-        if key == "doNotFake" and not all(isinstance(x, str) and x in FAKEABLE for x in item):
+        if isinstance(item, list) and not all(isinstance(x, str) and x in FAKEABLE for x in item):
             continue
         kept[key] = item
     return kept or None
