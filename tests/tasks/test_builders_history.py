@@ -328,7 +328,7 @@ def test_the_size_limits_bound_the_expected_patch_not_its_tests_docs_or_lock_fil
         {
             "pkg/__init__.py": code.replace("a - b", "a + b"),
             "tests/test_add.py": "from pkg import add\n\n\n" + many,  # 600 lines of tests
-            "docs/add.md": "add\n" * 300,
+            "docs/add.txt": "add\n" * 300,
             "poetry.lock": "[[package]]\n" * 1000,
             **{f"docs/page{i}.md": "x\n" for i in range(12)},  # more files than the limit
         },
