@@ -5,9 +5,9 @@ a module (it runs code), and package.json's "jest" key chooses reporters, setup 
 transforms. But one part of it is the tests' semantics, not plumbing: `fakeTimers`, and
 `{enableGlobally: true}` above all, freezes the clock for every test. Tests written for it compare
 a `new Date()` taken before a call with the time the call recorded (tough-cookie's cookie jar
-tests); run without it they pass or fail by whether the clock ticked in between, which at load
-10+ is a third of runs. Validation then counts such a test as failing before the fix and passing
-after it, and an empty patch scores on it.
+tests); run without it they pass or fail by whether the clock ticked in between, which under load
+it often does. Validation then counts such a test as failing before the fix and passing after it,
+and an empty patch scores on it (0.75 in 2 of 3 scorings of tough-cookie `e45d44e9e8` at load 14).
 
 So `fakeTimers` is read without running anything: from JSON (package.json "jest",
 jest.config.json) or from the syntax tree of jest.config.{js,ts,mjs,cjs,mts,cts} (tree-sitter,
@@ -31,7 +31,7 @@ import tree_sitter_typescript
 from tree_sitter import Language, Node, Parser
 
 MAX_CONFIG_BYTES = 256 * 1024
-CONFIG_MODULES = ("jest.config.ts", "jest.config.js", "jest.config.mjs", "jest.config.cjs", "jest.config.mts")
+CONFIG_MODULES = tuple(f"jest.config.{ext}" for ext in ("ts", "js", "mjs", "cjs", "mts", "cts"))
 # Jest 29's FakeTimersConfig: each key and the literal kinds it takes.
 FAKE_TIMERS_KEYS: dict[str, tuple[type, ...]] = {
     "enableGlobally": (bool,),
@@ -117,7 +117,7 @@ def _parser(typescript: bool) -> Parser:
 
 def _module_option(name: str, text: str, option: str) -> object:
     """The literal value of the first `option: ...` property in a config module; None if there is none."""
-    tree = _parser(name.endswith(("ts", "mts"))).parse(text.encode("utf-8"))
+    tree = _parser(name.endswith("ts")).parse(text.encode("utf-8"))
     for node in _walk(tree.root_node):
         if node.type == "pair" and _key(node.child_by_field_name("key")) == option:
             value = node.child_by_field_name("value")

@@ -252,11 +252,7 @@ def _node_env(node: NodeToolchain) -> dict[str, str]:
 
 
 def vitest_plan(
-    workspace: Path,
-    test_ids: Sequence[str],
-    modules: Path,
-    node: NodeToolchain = SYSTEM_NODE,
-    project: Path | None = None,
+    workspace: Path, test_ids: Sequence[str], modules: Path, node: NodeToolchain = SYSTEM_NODE
 ) -> tuple[RunPlan, RunDirs]:
     refuse_planted_modules(workspace)
     if not (modules / "vitest" / "vitest.mjs").is_file():
@@ -345,8 +341,10 @@ def run_js_tests(
             f"a {runner} run needs memory_mb of at least {MIN_MEMORY_MB} (address space), not {limits.memory_mb}"
         )
     modules = ensure_node_modules(project or workspace, node)
-    make_plan = jest_plan if runner == JsRunner.JEST else vitest_plan
-    plan, dirs = make_plan(workspace, test_ids, modules, node, project)
+    if runner == JsRunner.JEST:
+        plan, dirs = jest_plan(workspace, test_ids, modules, node, project)
+    else:
+        plan, dirs = vitest_plan(workspace, test_ids, modules, node)
     result, data = run_plan(plan, dirs, workspace, backend, limits, root)
     xml, summary = data[JUNIT], data[SUMMARY]
     try:

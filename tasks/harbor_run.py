@@ -233,7 +233,8 @@ def read_dockerfile(task: Path, lenient: bool = False) -> Image:
         word, argument = word.upper(), argument.strip()
         where = f"{task}/environment/Dockerfile line {number}"
         if word == "FROM":
-            image.base = argument.split()[0] if argument else ""
+            # The last FROM is the image the scripts run in; `--platform=...` is not its name.
+            image.base = next((w for w in argument.split() if not w.startswith("--")), "")
         if word == "WORKDIR":
             if seen_workdir and argument != image.workdir:
                 raise HarborRunError(f"{where}: a second WORKDIR is not supported")

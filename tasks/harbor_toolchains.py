@@ -37,7 +37,7 @@ class ToolchainImageError(ValueError):
 class StandIn:
     """What a sandboxed script needs to run with the image's toolchain: variables and read-only mounts."""
 
-    name: str = ""  # "go 1.22.10", "node 22.20.0"; "" when the image names neither
+    name: str = ""  # "go1.22.10", "node 22.20.0"; "" when the image names neither
     env: dict[str, str] = field(default_factory=dict)
     binds: list[tuple[Path, str]] = field(default_factory=list)
     path: str = ""  # put before the sandbox's own PATH
@@ -70,7 +70,7 @@ def _go(minor: int, patch: int) -> StandIn:
             raise ToolchainImageError(f"golang:1.{minor}.{patch}: no Go release here has that version")
         toolchain = toolchain_for(release)
     env = {"GOROOT": str(toolchain.goroot)}
-    return StandIn(f"go {toolchain.version}", env, toolchain.binds(), f"{toolchain.goroot}/bin")
+    return StandIn(toolchain.version, env, toolchain.binds(), f"{toolchain.goroot}/bin")
 
 
 def _node(major: int) -> StandIn:

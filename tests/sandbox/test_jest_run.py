@@ -260,3 +260,14 @@ def test_only_literal_documented_fake_timer_keys_are_read(tmp_path: Path) -> Non
     assert jest_fake_timers(tmp_path) is None
     (tmp_path / "package.json").write_text(json.dumps({"jest": {"fakeTimers": {"doNotFake": ["fs.readFile"]}}}))
     assert jest_fake_timers(tmp_path) is None  # not a fakeable API: the list is dropped, and nothing is left
+
+
+def test_fake_timers_come_from_the_base_never_from_the_patched_workspace(project: Path, tmp_path: Path) -> None:
+    """A patch that adds its own jest.config.js cannot choose the clock the hidden tests run on."""
+    base = tmp_path / "base"
+    shutil.copytree(TASK / "repo_snapshot", base)  # the task's base: no fakeTimers anywhere
+    (project / "test" / "clock.test.js").write_text(FROZEN_CLOCK_TEST)
+    (project / "jest.config.js").write_text("module.exports = { fakeTimers: { enableGlobally: true } };\n")
+    ids = [f"test/clock.test.js::{n}" for n in ("the clock stands still", "timers fire when advanced")]
+    report = run_js_tests(project, ids, 60, backend=BwrapBackend(), runner=JsRunner.JEST, project=base)
+    assert set(outcomes(report, "test/clock.test.js").values()) == {"failed"}, report.tests

@@ -4,6 +4,7 @@ the system's for its own version, a clear refusal for a version no release here 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +43,13 @@ def test_the_systems_node_stands_in_for_its_own_major_version() -> None:
 def test_a_version_no_release_here_has_is_refused_with_what_there_is(image: str, message: str) -> None:
     with pytest.raises(ToolchainImageError, match=message):
         stand_in(image)
+
+
+def test_the_image_is_the_last_from_without_its_flags(tmp_path: Path) -> None:
+    from tasks.harbor_run import read_dockerfile
+
+    (tmp_path / "environment").mkdir()
+    (tmp_path / "environment" / "Dockerfile").write_text(
+        "FROM node:22 AS build\nFROM --platform=linux/amd64 golang:1.19-bookworm AS test\nWORKDIR /app\n"
+    )
+    assert read_dockerfile(tmp_path, lenient=True).base == "golang:1.19-bookworm"
