@@ -11,7 +11,7 @@ and an empty patch scores on it (0.75 in 2 of 3 scorings of tough-cookie `e45d44
 
 So `fakeTimers` is read without running anything: from JSON (package.json "jest",
 jest.config.json) or from the syntax tree of jest.config.{js,ts,mjs,cjs,mts,cts} (tree-sitter,
-the grammars the mutation builder uses): the first `fakeTimers: {...}` property whose value is an
+sandbox.grammars): the first `fakeTimers: {...}` property whose value is an
 object literal. Only its documented keys with literal values are kept (true/false, numbers,
 strings, arrays of strings); anything computed is left out, and so is the whole option when
 nothing literal is left.
@@ -19,16 +19,15 @@ nothing literal is left.
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import tree_sitter_javascript
-import tree_sitter_typescript
-from tree_sitter import Language, Node, Parser
+from tree_sitter import Node, Parser
+
+from sandbox import grammars
 
 MAX_CONFIG_BYTES = 256 * 1024
 CONFIG_MODULES = tuple(f"jest.config.{ext}" for ext in ("ts", "js", "mjs", "cjs", "mts", "cts"))
@@ -109,15 +108,10 @@ def _checked(value: object) -> dict[str, Any] | None:
     return kept or None
 
 
-@functools.cache
-def _parser(typescript: bool) -> Parser:
-    raw = tree_sitter_typescript.language_typescript() if typescript else tree_sitter_javascript.language()
-    return Parser(Language(raw))
-
-
 def _module_option(name: str, text: str, option: str) -> object:
     """The literal value of the first `option: ...` property in a config module; None if there is none."""
-    tree = _parser(name.endswith("ts")).parse(text.encode("utf-8"))
+    grammar = grammars.TYPESCRIPT if name.endswith("ts") else grammars.JAVASCRIPT
+    tree = Parser(grammars.language(grammar)).parse(text.encode("utf-8"))
     for node in _walk(tree.root_node):
         if node.type == "pair" and _key(node.child_by_field_name("key")) == option:
             value = node.child_by_field_name("value")

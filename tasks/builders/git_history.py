@@ -28,6 +28,7 @@ from typing import Any
 
 from core.vocabulary import TaskSource
 from patches import is_test_path, pysource
+from sandbox import grammars
 from sandbox.node_versions import node_metadata
 from sandbox.pytest_settings import read_settings
 from tasks.builders import lang_history, statements
@@ -227,7 +228,19 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
     if candidate.language != PYTHON:
         # The base is what validation runs both ways (the commit's own tree differs only by the change).
         refused = lang_history.refusal(repo, candidate.parent, candidate.language)
-        return None if refused is None else (SkipReason(refused.reason), refused.detail)
+        if refused is not None:
+            return SkipReason(refused.reason), refused.detail
+    else:
+        failed = _incompatible_syntax(repo, candidate, present)
+        if failed is not None:
+            return SkipReason.INCOMPATIBLE_SYNTAX, failed
+    if not any(_behaviour_changed(repo, candidate, path) for path in candidate.code_files):
+        return SkipReason.NO_BEHAVIOUR_CHANGE, "every changed code file has the same syntax tree before and after"
+    return None
+
+
+def _incompatible_syntax(repo: Path, candidate: Candidate, present: tuple[str, ...]) -> str | None:
+    """Where the commit's Python does not compile here, if anywhere."""
     for path in (*present, *_present(repo, candidate.commit, candidate.code_files)):
         if not path.endswith(".py"):
             continue  # a test's data: nothing to compile
@@ -236,9 +249,7 @@ def judge(repo: Path, candidate: Candidate, max_files: int, max_lines: int) -> t
             pysource.parse(source, path)
         except (SyntaxError, ValueError) as exc:
             where = f"{path}:{exc.lineno}" if isinstance(exc, SyntaxError) else path
-            return SkipReason.INCOMPATIBLE_SYNTAX, f"Python {sys.version_info[0]}.{sys.version_info[1]}: {where}"
-    if not any(_behaviour_changed(repo, candidate, path) for path in candidate.code_files):
-        return SkipReason.NO_BEHAVIOUR_CHANGE, "every changed code file has the same syntax tree before and after"
+            return f"Python {sys.version_info[0]}.{sys.version_info[1]}: {where}"
     return None
 
 
@@ -252,19 +263,25 @@ def _go_toolchain(repo: Path, candidate: Candidate) -> dict[str, str]:
 
 
 def _behaviour_changed(repo: Path, candidate: Candidate, path: str) -> bool:
-    """Whether `path`'s code differs between the parent and the commit beyond layout, comments
-    and version strings: their syntax trees, without positions and version assignments."""
-    trees = []
+    """Whether `path`'s code differs between the parent and the commit beyond layout and comments:
+    Python's syntax trees without positions and version assignments; Go's and JavaScript's tokens
+    without comments (sandbox.grammars.shape). A file either side cannot be read counts as changed."""
+    shapes: list[object] = []
     for commit in (candidate.parent, candidate.commit):
         try:
             source = git(repo, "show", f"{commit}:{path}")
         except BuildError:
             return True  # added or deleted: a change
+        if candidate.language != PYTHON:
+            shapes.append(grammars.shape(path, source))
+            if shapes[-1] is None:
+                return True
+            continue
         try:
-            trees.append(_shape(pysource.parse(source, path)))
+            shapes.append(_shape(pysource.parse(source, path)))
         except (SyntaxError, ValueError, RecursionError):
             return True
-    return trees[0] != trees[1]
+    return shapes[0] != shapes[1]
 
 
 def _shape(tree: ast.Module) -> str:

@@ -28,14 +28,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import tree_sitter_go
-import tree_sitter_javascript
-import tree_sitter_typescript
-from tree_sitter import Language, Parser, Query, QueryCursor
+from tree_sitter import Query, QueryCursor
 
 from core.vocabulary import TaskSource
 from patches import render, text_patch
-from sandbox import Limits
+from sandbox import Limits, grammars
 from sandbox.backends.base import Backend, SandboxError
 from sandbox.go_run import run_go_tests
 from sandbox.go_toolchains import toolchain_for
@@ -56,13 +53,6 @@ RUN_TIMEOUT_S = 120
 MAX_MESSAGE = 300
 JS_MEMORY_MB = 4096
 
-# Which grammar parses a file, by its extension (lang_history.JS_SOURCE and Go's .go).
-_GRAMMARS = {
-    ".go": "go",
-    **dict.fromkeys((".js", ".mjs", ".cjs", ".jsx"), "javascript"),
-    **dict.fromkeys((".ts", ".mts", ".cts"), "typescript"),
-    ".tsx": "tsx",
-}
 _OPERATORS = "(binary_expression operator: _ @operator)"
 
 
@@ -78,43 +68,24 @@ class LangMutant:
 
 
 @functools.cache
-def _grammar(name: str) -> tuple[Language, Query]:
-    raw = {
-        "go": tree_sitter_go.language,
-        "javascript": tree_sitter_javascript.language,
-        "typescript": tree_sitter_typescript.language_typescript,
-        "tsx": tree_sitter_typescript.language_tsx,
-    }[name]()
-    language = Language(raw)
-    return language, Query(language, _OPERATORS)
-
-
-def grammar_for(path: str) -> str | None:
-    """The tree-sitter grammar that parses `path` ("go", "javascript", "typescript", "tsx"), by extension."""
-    return _GRAMMARS.get(Path(path).suffix)
+def _operators(name: str) -> Query:
+    return Query(grammars.language(name), _OPERATORS)
 
 
 def parses(path: str, text: str) -> bool:
     """Whether the file's grammar parses `text` without an error (or a missing token)."""
-    name = grammar_for(path)
-    if name is None:
-        return False
-    language, _ = _grammar(name)
-    return not Parser(language).parse(text.encode("utf-8")).root_node.has_error
+    return grammars.parse(path, text.encode("utf-8")) is not None
 
 
 def sites(path: str, text: str) -> list[tuple[int, str]]:
     """The flippable operators of a file as (character offset, operator), in order: the operator
     tokens of its binary expressions; none at all when the file does not parse cleanly."""
-    name = grammar_for(path)
-    if name is None:
-        return []
-    language, query = _grammar(name)
     data = text.encode("utf-8")
-    tree = Parser(language).parse(data)
-    if tree.root_node.has_error:
+    tree = grammars.parse(path, data)
+    name = grammars.grammar_for(path)
+    if tree is None or name is None:
         return []
-    nodes = QueryCursor(query).captures(tree.root_node).get("operator", [])
+    nodes = QueryCursor(_operators(name)).captures(tree.root_node).get("operator", [])
     found = []
     chars = done = 0  # `chars` characters of the text are the first `done` bytes of `data`
     for node in sorted(nodes, key=lambda n: n.start_byte):

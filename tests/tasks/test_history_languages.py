@@ -20,7 +20,7 @@ from django.core.management.base import CommandError
 from rewards.scoring import score_patch
 from rewards.spec import load_spec
 from sandbox.go_run import find_toolchain
-from tasks.builders import lang_history
+from tasks.builders import git_history, lang_history
 from tasks.models import Task, TaskSuite
 from tasks.services import task_spec_for
 
@@ -138,3 +138,23 @@ def test_javascript_files_are_told_apart_so_an_expected_patch_holds_code_only(pa
     assert (lang_history.is_code("javascript", path) and not lang_history.is_tooling("javascript", path)) == (
         kind == "code"
     )
+
+
+def test_commits_that_change_only_comments_are_skipped_before_any_run(tmp_path: Path) -> None:
+    # Real commits of the corpus: each changes its code files' comments only (tough-cookie's RFC
+    # annotations, toml's added and dropped comments), beside tests that change. Judged by the
+    # files' shapes (sandbox.grammars), not by two test runs that find no failing test.
+    unchanged = {
+        "real-repos-js/tough-cookie.bundle": ("108c83c216",),
+        "real-repos-go/toml.bundle": ("96533e53d7", "3f7c4e4fca"),
+    }
+    changed = {"real-repos-js/tough-cookie.bundle": ("1c6e9cd569",), "real-repos-go/toml.bundle": ("5647eb4109",)}
+    for bundle in unchanged:
+        clone = _clone(bundle, tmp_path)
+        found = {c.commit[:10]: c for c in git_history.candidates(clone)}
+        for sha in unchanged[bundle]:
+            verdict = git_history.judge(clone, found[sha], 10, 400)
+            assert verdict is not None and verdict[0] == git_history.SkipReason.NO_BEHAVIOUR_CHANGE, (sha, verdict)
+        for sha in changed[bundle]:
+            verdict = git_history.judge(clone, found[sha], 10, 400)
+            assert verdict is None or verdict[0] != git_history.SkipReason.NO_BEHAVIOUR_CHANGE, (sha, verdict)

@@ -1,0 +1,61 @@
+"""sandbox.grammars.shape: what "the code did not change" means for Go and JavaScript/TypeScript.
+
+A wrong "unchanged" drops a real task from history building, so each case here that must count as
+a change is one a comment-stripping shortcut would get wrong.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.grammars import grammar_for, parse, shape
+
+SAME = [
+    ("x.go", b"package x\n\n// Add adds.\nfunc Add(a, b int) int {\n\treturn a + b\n}\n",
+     b"package x\n/* Add returns\n   the sum. */\nfunc Add(a,b int) int {\n    return a+b // why\n\n}\n"),
+    ("x.ts", b"/** doc */\nexport function f(s: string) { return `a ${s}` /* why */ }\n",
+     b"// doc\n// more doc\nexport function f( s : string ) {  return `a ${s}`  }\n"),
+    ("x.js", b"const a = 1 // one\n", b"const a = 1  /* one, as before */\n"),
+    ("x.tsx", b"export const E = () => <div>{x}</div>\n", b"export const E = () =>  <div>{ x }</div>\n"),
+]  # fmt: skip
+
+CHANGED = [
+    ("a string's text", "x.go", b'package x\nvar s = "a  b"\n', b'package x\nvar s = "a b"\n'),
+    ("a raw string's text", "x.go", b"package x\nvar s = `a  b`\n", b"package x\nvar s = `a b`\n"),
+    ("a template's text", "x.ts", b"const s = `a  ${b}`\n", b"const s = `a ${b}`\n"),
+    ("a regular expression", "x.js", b"const r = /a  b/g\n", b"const r = /a b/g\n"),
+    ("JSX text", "x.jsx", b"const e = <p>a  b</p>\n", b"const e = <p>a b</p>\n"),
+    ("an operator", "x.go", b"package x\nfunc f(a, b int) int { return a + b }\n",
+     b"package x\nfunc f(a, b int) int { return a - b }\n"),
+    ("a build constraint", "x.go", b"//go:build linux\n\npackage x\n", b"//go:build darwin\n\npackage x\n"),
+    ("an old build tag", "x.go", b"// +build linux\n\npackage x\n", b"package x\n"),
+    ("an embed directive", "x.go", b'package x\n\nimport _ "embed"\n\n//go:embed a.txt\nvar s string\n',
+     b'package x\n\nimport _ "embed"\n\n//go:embed b.txt\nvar s string\n'),
+    ("a cgo preamble", "x.go", b'package x\n\n// #include <stdio.h>\nimport "C"\n',
+     b'package x\n\n// #include <stdlib.h>\nimport "C"\n'),
+    ("a type-check directive", "x.ts", b"// @ts-expect-error\nf(1)\n", b"f(1)\n"),
+    ("a triple-slash reference", "x.ts", b'/// <reference types="node" />\nf(1)\n', b"f(1)\n"),
+    ("a JSX pragma", "x.jsx", b"/** @jsx h */\nconst e = <p />\n", b"const e = <p />\n"),
+    ("a line break after return", "x.js", b"function f() {\n  return\n  x\n}\n", b"function f() {\n  return x\n}\n"),
+    ("a line break in a block comment", "x.js", b"function f() {\n  return /*\n */ x\n}\n",
+     b"function f() {\n  return /* */ x\n}\n"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "before", "after"), SAME, ids=[p for p, *_ in SAME])
+def test_layout_and_comments_keep_the_shape(path: str, before: bytes, after: bytes) -> None:
+    assert shape(path, before) is not None
+    assert shape(path, before) == shape(path, after)
+
+
+@pytest.mark.parametrize(("why", "path", "before", "after"), CHANGED, ids=[w for w, *_ in CHANGED])
+def test_what_a_program_or_a_tool_reads_changes_the_shape(why: str, path: str, before: bytes, after: bytes) -> None:
+    assert shape(path, before) != shape(path, after), why
+
+
+def test_a_file_that_does_not_parse_has_no_shape() -> None:
+    assert shape("x.go", b"package x\nfunc (\n") is None
+    assert shape("x.ts", b"const = ;\n") is None
+    assert shape("x.py", b"x = 1\n") is None  # no grammar here: Python has its own (ast)
+    assert parse("x.rs", b"fn main() {}") is None and grammar_for("x.rs") is None
+    assert grammar_for("a/b.mts") == "typescript" and grammar_for("c.cjs") == "javascript"
