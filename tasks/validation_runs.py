@@ -169,7 +169,7 @@ def reward_separates(runner: Runner, f2p: list[str], p2p: list[str]) -> Check:
         return Check(
             "reward_separates",
             False,
-            "the test report and pytest's summary disagree, so scoring would not believe the expected patch: "
+            "the test report and the runner's summary disagree, so scoring would not believe the expected patch: "
             + "; ".join(runner.untrusted[:3]),
             runner.untrusted,
         )

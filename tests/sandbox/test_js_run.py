@@ -77,6 +77,17 @@ def test_passes_and_failures_of_the_named_tests_others_skipped(project: Path) ->
     assert not (project / "node_modules").exists()  # the mount point went with the run
 
 
+def test_a_title_two_cases_share_reads_as_one_failing_test_and_the_run_is_believed(project: Path) -> None:
+    # it.each titles that interpolate alike: one id, two results, one of them a failure.
+    (project / FILE).write_text(
+        'import { expect, test } from "vitest";\n'
+        'test.each([[1, true], [2, false]])("same title", (_n, ok) => { expect(ok).toBe(true); });\n'
+    )
+    report = run(project, "same title")
+    assert outcomes(report) == {"same title": "failed"}
+    assert report.inconsistencies == [] and report.valid
+
+
 def test_a_name_full_of_regex_syntax_selects_itself_only(project: Path) -> None:
     report = run(project, "odd (name) [x] * $y | z/w")
     assert outcomes(report)["odd (name) [x] * $y | z/w"] == "passed"

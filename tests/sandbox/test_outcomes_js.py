@@ -137,6 +137,39 @@ def test_a_test_listed_twice_keeps_its_worse_outcome() -> None:
     assert "the JSON summary says 0 failed, the JUnit report 1" in problems
 
 
+@pytest.mark.parametrize("runner", ["jest", "vitest"])
+def test_a_title_used_twice_with_a_pass_and_a_failure_is_one_failing_test_both_reports_agree_on(runner: str) -> None:
+    # `it.each` cases whose titles interpolate alike (tough-cookie's two timing tests, titled by a
+    # 65,535-space input each): under load one fails, its twin passes. Both reports say so; before,
+    # the passing twin was read as a disagreement and the whole honest run was distrusted.
+    xml, summary, _ = reports(runner, "clean")
+    twin = (
+        b'<testcase classname="" name="one" time="0.1" file="clean.test.js"><failure message="slow"/></testcase>'
+        if runner == "jest"
+        else b'<testcase classname="clean.test.js" name="one" time="0.1"><failure message="slow"/></testcase>'
+    )
+    xml = xml.replace(b"</testsuite>", twin + b"</testsuite>")
+    data = json.loads(summary)
+    [result] = data["testResults"]
+    failed = {**result["assertionResults"][0], "status": "failed", "failureMessages": ["slow"]}
+    result["assertionResults"].append(failed)
+    result["status"] = "failed"
+    data.update(numFailedTests=1, numTotalTests=data["numTotalTests"] + 1, success=False)
+    outcomes, problems = read(runner, xml, json.dumps(data).encode(), 1)
+    assert problems == []
+    assert outcomes["clean.test.js::one"] == Outcome.FAILED
+
+    # Each side is still checked: the summary calling both passes is a disagreement, and so is a
+    # summary that drops the failing twin (its counts).
+    result["assertionResults"][-1]["status"] = "passed"
+    problems = read(runner, xml, json.dumps(data).encode(), 1)[1]
+    assert "the JUnit report and the JSON summary disagree on: clean.test.js::one" in problems
+    result["assertionResults"].pop()
+    data.update(numFailedTests=0, numTotalTests=data["numTotalTests"] - 1)
+    problems = read(runner, xml, json.dumps(data).encode(), 1)[1]
+    assert "the JSON summary says 0 failed, the JUnit report 1" in problems
+
+
 @pytest.mark.parametrize(
     ("runner", "scenario", "code", "says"),
     [
