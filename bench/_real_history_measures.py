@@ -21,7 +21,7 @@ from sandbox.go_run import SCRIPT as GO_SCRIPT
 from sandbox.go_run import go_env, module_path
 from sandbox.go_run import selection as go_selection
 from sandbox.go_toolchains import toolchain_for
-from sandbox.js_options import jest_fake_timers
+from sandbox.js_options import jest_options, vitest_options
 from sandbox.js_run import JEST_JUNIT_ENV, JEST_JUNIT_LOCK, THREAD_ENV, WORKSPACE_MOUNT, jest_config, vitest_config
 from sandbox.js_run import selection as js_selection
 from sandbox.node_env import NodeToolchain, ensure_node_modules
@@ -159,7 +159,9 @@ def _bare_vitest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], 
     files, pattern = js_selection(work, validation_ids(task))
     junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "vitest.config.mjs"
     # The harness's own config (sandbox.js_run), with the host's paths and a cache of this run's own.
-    config.write_text(vitest_config(files, pattern, str(work), str(junit), str(summary), str(scratch / "vite")))
+    options = vitest_options(task.base_dir)
+    text = vitest_config(files, pattern, str(work), str(junit), str(summary), str(scratch / "vite"), options)
+    config.write_text(text)
     entry = str(modules / "vitest" / "vitest.mjs")
     argv = [node.node, entry, "run", "--config", str(config), "--configLoader", "native"]
     return [*argv, "--root", str(work)], _node_env(node), summary
@@ -173,7 +175,7 @@ def _bare_jest(task: TaskSpec, work: Path, scratch: Path) -> tuple[list[str], di
     reporter = ensure_node_modules(JEST_JUNIT_LOCK, node)
     files, pattern = js_selection(work, validation_ids(task))
     junit, summary, config = scratch / "junit.xml", scratch / "summary.json", scratch / "jest.config.json"
-    text = jest_config(files, pattern, modules, str(reporter / "jest-junit"), jest_fake_timers(task.base_dir))
+    text = jest_config(files, pattern, modules, str(reporter / "jest-junit"), jest_options(task.base_dir))
     config.write_text(text.replace(WORKSPACE_MOUNT, str(work)))
     argv = [node.node, str(modules / "jest" / "bin" / "jest.js"), "--config", str(config), "--json", "--outputFile"]
     env = _node_env(node) | JEST_JUNIT_ENV | {"JEST_JUNIT_OUTPUT_FILE": str(junit)}

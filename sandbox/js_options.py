@@ -1,20 +1,29 @@
-"""What a JavaScript repository's own Jest configuration says about how its tests behave, read as data.
+"""What a JavaScript repository's own Jest or Vitest configuration says about how its tests behave,
+read as data.
 
-The harness writes its own Jest configuration and never loads the repository's: jest.config.* is
-a module (it runs code), and package.json's "jest" key chooses reporters, setup files and
-transforms. But one part of it is the tests' semantics, not plumbing: `fakeTimers`, and
-`{enableGlobally: true}` above all, freezes the clock for every test. Tests written for it compare
-a `new Date()` taken before a call with the time the call recorded (tough-cookie's cookie jar
-tests); run without it they pass or fail by whether the clock ticked in between, which under load
-it often does. Validation then counts such a test as failing before the fix and passing after it,
-and an empty patch scores on it (0.75 in 2 of 3 scorings of tough-cookie `e45d44e9e8` at load 14).
+The harness writes its own runner configuration and never loads the repository's: jest.config.*,
+vitest.config.* and vite.config.* are modules (they run code), and package.json's "jest" key
+chooses reporters, setup files and transforms. But a few options are the tests' semantics, not
+plumbing, and tests written for them fail without them:
 
-So `fakeTimers` is read without running anything: from JSON (package.json "jest",
-jest.config.json) or from the syntax tree of jest.config.{js,ts,mjs,cjs,mts,cts} (tree-sitter,
-sandbox.grammars): the first `fakeTimers: {...}` property whose value is an
-object literal. Only its documented keys with literal values are kept (true/false, numbers,
-strings, arrays of strings); anything computed is left out, and so is the whole option when
-nothing literal is left.
+- Jest's `fakeTimers` (`{enableGlobally: true}` above all) freezes the clock for every test. Tests
+  written for it compare a `new Date()` taken before a call with the time the call recorded
+  (tough-cookie's cookie jar tests); run without it they pass or fail by whether the clock ticked
+  in between, which under load it often does. Validation then counted such a test as failing
+  before the fix and passing after it, and an empty patch scored on it (0.75 in 2 of 3 scorings of
+  tough-cookie `e45d44e9e8` at load 14).
+- Jest's `testEnvironment` and Vitest's `environment`: `jsdom` (or `happy-dom`) gives the tests a
+  `document`; without it every DOM test fails with "document is not defined".
+- Vitest's `globals: true`: `describe`, `it` and `expect` without an import; without it every
+  such file fails to load.
+- `testTimeout`: a test that honestly takes longer than the default 5 s.
+
+They are read without running anything: from JSON (package.json "jest", jest.config.json) or from
+the syntax tree of the config module (tree-sitter, sandbox.grammars): the first property of each
+name. Only literal values are kept (true/false, numbers, strings, arrays of strings), and only
+those each option documents: an environment by name from a short list (never a path, which would
+load a workspace file), a timeout up to 10 minutes, fakeTimers' documented keys. Anything computed
+is left out. Callers read them from the task's base, never from a patch.
 """
 
 from __future__ import annotations
@@ -31,6 +40,18 @@ from sandbox import grammars
 
 MAX_CONFIG_BYTES = 256 * 1024
 CONFIG_MODULES = tuple(f"jest.config.{ext}" for ext in ("ts", "js", "mjs", "cjs", "mts", "cts"))
+VITEST_CONFIGS = tuple(
+    f"{stem}.config.{ext}" for stem in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
+)
+# The options that are the tests' semantics, not plumbing: the clock, the global objects (a DOM or
+# not), describe/it/expect as globals, and how long one test may take.
+JEST_OPTIONS = ("fakeTimers", "testEnvironment", "testTimeout")
+VITEST_OPTIONS = ("globals", "environment", "testTimeout")
+# Environments by name only (each is a package of the lock's, or built in): never a path, which
+# would load a file of the workspace's.
+JEST_ENVIRONMENTS = frozenset({"node", "jsdom"})
+VITEST_ENVIRONMENTS = frozenset({"node", "jsdom", "happy-dom", "edge-runtime"})
+MAX_TEST_TIMEOUT_MS = 600_000
 # Jest 29's FakeTimersConfig: each key and the literal kinds it takes.
 FAKE_TIMERS_KEYS: dict[str, tuple[type, ...]] = {
     "enableGlobally": (bool,),
@@ -62,8 +83,46 @@ FAKEABLE = frozenset(
 )
 
 
-def jest_fake_timers(project: Path) -> dict[str, Any] | None:
-    """The project's Jest `fakeTimers` option, literal keys only; None when it sets none."""
+def jest_options(project: Path) -> dict[str, Any]:
+    """The Jest options the project's tests rely on, as data (JEST_OPTIONS; literal values only)."""
+    found = _jest_found(project)
+    options: dict[str, Any] = {}
+    timers = _checked(found.get("fakeTimers"))
+    if timers:
+        options["fakeTimers"] = timers
+    if found.get("testEnvironment") in JEST_ENVIRONMENTS:
+        options["testEnvironment"] = found["testEnvironment"]
+    timeout = _timeout(found.get("testTimeout"))
+    if timeout:
+        options["testTimeout"] = timeout
+    return options
+
+
+def vitest_options(project: Path) -> dict[str, Any]:
+    """The Vitest `test` options the project's tests rely on, as data (VITEST_OPTIONS; literal values
+    only), from the first of vitest.config.* and vite.config.* (Vitest's own order)."""
+    for name in VITEST_CONFIGS:
+        text = _read(project / name)
+        if text is None:
+            continue
+        test = _module_options(name, text, ("test",)).get("test")
+        if not isinstance(test, dict):
+            return {}
+        options: dict[str, Any] = {}
+        if isinstance(test.get("globals"), bool):
+            options["globals"] = test["globals"]
+        if test.get("environment") in VITEST_ENVIRONMENTS:
+            options["environment"] = test["environment"]
+        timeout = _timeout(test.get("testTimeout"))
+        if timeout:
+            options["testTimeout"] = timeout
+        return options
+    return {}
+
+
+def _jest_found(project: Path) -> dict[str, Any]:
+    """JEST_OPTIONS' literal values where Jest reads its configuration: package.json's "jest" key,
+    else jest.config.json, else the first jest.config module (read, never run)."""
     manifest = _read(project / "package.json")
     if manifest is not None:
         try:
@@ -71,19 +130,26 @@ def jest_fake_timers(project: Path) -> dict[str, Any] | None:
         except ValueError:
             data = None
         if isinstance(data, dict) and isinstance(data.get("jest"), dict):
-            return _checked(data["jest"].get("fakeTimers"))
+            return data["jest"]
     text = _read(project / "jest.config.json")
     if text is not None:
         try:
             data = json.loads(text)
         except ValueError:
-            return None
-        return _checked(data.get("fakeTimers")) if isinstance(data, dict) else None
+            return {}
+        return data if isinstance(data, dict) else {}
     for name in CONFIG_MODULES:
         text = _read(project / name)
         if text is not None:
-            return _checked(_module_option(name, text, "fakeTimers"))
-    return None
+            return _module_options(name, text, JEST_OPTIONS)
+    return {}
+
+
+def _timeout(value: object) -> int | None:
+    """A per-test time limit in milliseconds, when it is a whole positive number within bounds."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return int(value) if 0 < value <= MAX_TEST_TIMEOUT_MS else None
 
 
 def _read(path: Path) -> str | None:
@@ -108,15 +174,17 @@ def _checked(value: object) -> dict[str, Any] | None:
     return kept or None
 
 
-def _module_option(name: str, text: str, option: str) -> object:
-    """The literal value of the first `option: ...` property in a config module; None if there is none."""
+def _module_options(name: str, text: str, options: tuple[str, ...]) -> dict[str, Any]:
+    """The literal value of the first `option: ...` property of each option in a config module."""
     grammar = grammars.TYPESCRIPT if name.endswith("ts") else grammars.JAVASCRIPT
     tree = Parser(grammars.language(grammar)).parse(text.encode("utf-8"))
+    found: dict[str, Any] = {}
     for node in _walk(tree.root_node):
-        if node.type == "pair" and _key(node.child_by_field_name("key")) == option:
+        key = _key(node.child_by_field_name("key")) if node.type == "pair" else None
+        if key in options and key not in found:
             value = node.child_by_field_name("value")
-            return _literal(value) if value is not None and value.type == "object" else None
-    return None
+            found[key] = _literal(value) if value is not None else _UNKNOWN
+    return {key: value for key, value in found.items() if value is not _UNKNOWN}
 
 
 def _walk(node: Node) -> Iterator[Node]:

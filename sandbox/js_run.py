@@ -29,7 +29,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from sandbox.backends.base import WORKSPACE_MOUNT, Backend, SandboxError
-from sandbox.js_options import jest_fake_timers
+from sandbox.js_options import jest_options, vitest_options
 from sandbox.junit import ReportError
 from sandbox.lang_run import RunDirs, RunPlan, checked_ids, lang_report, run_plan
 from sandbox.limits import Limits
@@ -104,6 +104,10 @@ export default {{
     globalSetup: [],
     coverage: {{ enabled: false }},
     typecheck: {{ enabled: false }},
+    // The project's own, read as data from the task's base (sandbox.js_options).
+    globals: {globals},
+    environment: {environment},
+    testTimeout: {timeout},
   }},
 }};
 """
@@ -163,11 +167,17 @@ def vitest_config(
     junit: str,
     summary: str,
     cache: str = "/tmp/vite",  # noqa: S108 - the sandbox's private /tmp
+    options: dict[str, Any] | None = None,
 ) -> str:
     """The harness's Vitest configuration: these files and names, its reporters to these paths, and
-    nothing of the repository's (a bare run on the host takes it too, with host paths)."""
+    of the repository's only the `options` its tests rely on (sandbox.js_options.vitest_options;
+    a bare run on the host takes it too, with host paths)."""
+    options = options or {}
     include = "[" + ", ".join(js_string(_GLOB_SPECIAL.sub(r"\\\1", f)) for f in files) + "]"
     return CONFIG_TEMPLATE.format(
+        globals="true" if options.get("globals") else "false",
+        environment=js_string(str(options.get("environment", "node"))),
+        timeout=int(options.get("testTimeout", 5000)),
         root=js_string(root),
         cache=js_string(cache),
         include=include,
@@ -179,10 +189,11 @@ def vitest_config(
 
 
 def jest_config(
-    files: Sequence[str], pattern: str | None, modules: Path, junit: str, fake_timers: dict[str, Any] | None = None
+    files: Sequence[str], pattern: str | None, modules: Path, junit: str, options: dict[str, Any] | None = None
 ) -> str:
     """The harness's Jest configuration (JSON): which files and tests, and how they are transformed,
-    with the project's own `fake_timers` (sandbox.js_options: the tests' clock, read as data).
+    with the project's own `options` its tests rely on (sandbox.js_options.jest_options: the clock,
+    the environment, the time limit, read as data).
 
     The transform is the harness's too: babel-jest with no babel configuration file of the
     repository's (babel.config.*, .babelrc, a package.json "babel" key run code and can rewrite the
@@ -224,8 +235,7 @@ def jest_config(
         "ci": True,
         "maxWorkers": WORKERS,
     }
-    if fake_timers:
-        config["fakeTimers"] = fake_timers
+    config.update(options or {})
     if pattern is None:
         del config["testNamePattern"]
     return json.dumps(config, indent=2) + "\n"
@@ -252,8 +262,13 @@ def _node_env(node: NodeToolchain) -> dict[str, str]:
 
 
 def vitest_plan(
-    workspace: Path, test_ids: Sequence[str], modules: Path, node: NodeToolchain = SYSTEM_NODE
+    workspace: Path,
+    test_ids: Sequence[str],
+    modules: Path,
+    node: NodeToolchain = SYSTEM_NODE,
+    project: Path | None = None,
 ) -> tuple[RunPlan, RunDirs]:
+    """`project` is where the Vitest options the tests rely on are read (the task's base; default the workspace)."""
     refuse_planted_modules(workspace)
     if not (modules / "vitest" / "vitest.mjs").is_file():
         raise SandboxError("vitest is not among the lock file's packages")
@@ -273,7 +288,9 @@ def vitest_plan(
         **_node_env(node),
     }
     binds = [(modules, f"{WORKSPACE_MOUNT}/node_modules"), *node.binds()]
-    harness = {CONFIG: vitest_config(files, pattern, WORKSPACE_MOUNT, dirs.report(JUNIT), dirs.report(SUMMARY))}
+    options = vitest_options(project or workspace)
+    junit, summary = dirs.report(JUNIT), dirs.report(SUMMARY)
+    harness = {CONFIG: vitest_config(files, pattern, WORKSPACE_MOUNT, junit, summary, options=options)}
     # Vitest opens its JUnit file read-write; the summary it only writes, so no test can read it away.
     return RunPlan(argv, env, (JUNIT, SUMMARY), (JUNIT,), harness, binds), dirs
 
@@ -310,8 +327,8 @@ def jest_plan(
         "JEST_JUNIT_TEST_SUITE_PROPERTIES_DIR": dirs.harness,
     }
     binds = [(modules, MODULES), (reporter_modules, reporter), *node.binds()]
-    fake_timers = jest_fake_timers(project or workspace)
-    harness = {JEST_CONFIG: jest_config(files, pattern, modules, f"{reporter}/jest-junit", fake_timers)}
+    options = jest_options(project or workspace)
+    harness = {JEST_CONFIG: jest_config(files, pattern, modules, f"{reporter}/jest-junit", options)}
     # Jest and jest-junit only write their reports: both FIFOs are write-only to the sandbox.
     return RunPlan(argv, env, (JUNIT, SUMMARY), (), harness, binds), dirs
 
@@ -344,7 +361,7 @@ def run_js_tests(
     if runner == JsRunner.JEST:
         plan, dirs = jest_plan(workspace, test_ids, modules, node, project)
     else:
-        plan, dirs = vitest_plan(workspace, test_ids, modules, node)
+        plan, dirs = vitest_plan(workspace, test_ids, modules, node, project)
     result, data = run_plan(plan, dirs, workspace, backend, limits, root)
     xml, summary = data[JUNIT], data[SUMMARY]
     try:

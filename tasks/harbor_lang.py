@@ -16,7 +16,7 @@ from typing import Any
 from sandbox.backends.base import SandboxError
 from sandbox.go_run import module_path
 from sandbox.go_run import selection as go_selection
-from sandbox.js_options import jest_fake_timers
+from sandbox.js_options import jest_options, vitest_options
 from sandbox.js_run import js_string
 from sandbox.node_versions import choice_from_metadata
 from sandbox.outcomes_js import JsRunner
@@ -74,7 +74,7 @@ def language_harbor_files(task: Task, base: Path, tests: Path) -> Iterator[FileP
     if runner is JsRunner.JEST:
         yield f"{root}/tests/jest.config.json", jest_config(task, base).encode(TEXT), 0o644
     elif runner is JsRunner.VITEST:
-        yield f"{root}/tests/vitest.config.mjs", vitest_config(task).encode(TEXT), 0o644
+        yield f"{root}/tests/vitest.config.mjs", vitest_config(task, base).encode(TEXT), 0o644
 
 
 def go_runs(task: Task, base: Path) -> list[tuple[str, str]]:
@@ -142,10 +142,18 @@ def language_dockerfile(task: Task, base: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def vitest_config(task: Task) -> str:
-    """The verifier's Vitest configuration: the repository's vitest.config.* and vite.config.* are never read."""
+def vitest_config(task: Task, base: Path) -> str:
+    """The verifier's Vitest configuration: the repository's vitest.config.* and vite.config.* are never
+    run; the options its tests rely on are read from them as data, as Crucible's own runs read them."""
     include = ", ".join(js_string(re.sub(r"([*?\[\]{}()!+@|,])", r"\\\1", f)) for f in js_test_files(task))
-    return VITEST_CONFIG.replace("@INCLUDE@", include).replace("@ROOT@", js_string(WORKDIR))
+    options = vitest_options(base)
+    return (
+        VITEST_CONFIG.replace("@INCLUDE@", include)
+        .replace("@ROOT@", js_string(WORKDIR))
+        .replace("@GLOBALS@", "true" if options.get("globals") else "false")
+        .replace("@ENVIRONMENT@", js_string(str(options.get("environment", "node"))))
+        .replace("@TIMEOUT@", str(int(options.get("testTimeout", 5000))))
+    )
 
 
 def jest_config(task: Task, base: Path) -> str:
@@ -172,9 +180,7 @@ def jest_config(task: Task, base: Path) -> str:
         "watchman": False,
         "ci": True,
     }
-    fake_timers = jest_fake_timers(base)  # the tests' clock, as Crucible's own runs set it
-    if fake_timers:
-        config["fakeTimers"] = fake_timers
+    config.update(jest_options(base))  # the tests' clock, environment and time limit, as Crucible's runs set them
     return json.dumps(config, indent=2) + "\n"
 
 
@@ -208,6 +214,9 @@ export default {
     globalSetup: [],
     coverage: { enabled: false },
     typecheck: { enabled: false },
+    globals: @GLOBALS@,
+    environment: @ENVIRONMENT@,
+    testTimeout: @TIMEOUT@,
   },
 };
 """

@@ -247,19 +247,29 @@ def test_the_projects_global_fake_timers_hold_in_the_harnesss_run(project: Path,
     assert set(outcomes(real, "test/clock.test.js").values()) == {"failed"}, real.tests
 
 
-def test_only_literal_documented_fake_timer_keys_are_read(tmp_path: Path) -> None:
-    from sandbox.js_options import jest_fake_timers
+def test_only_literal_documented_options_are_read(tmp_path: Path) -> None:
+    from sandbox.js_options import jest_options
 
     (tmp_path / "jest.config.js").write_text(
         "const base = require('./base');\n"
         "module.exports = { ...base, fakeTimers: { enableGlobally: true, now: 1_000, advanceTimers: pick(),\n"
-        "  doNotFake: ['nextTick'], timerLimit: 'x', setupFiles: ['evil.js'] } };\n"
+        "  doNotFake: ['nextTick'], timerLimit: 'x', setupFiles: ['evil.js'] }, testEnvironment: 'jsdom',\n"
+        "  testTimeout: 2e4, setupFiles: ['evil.js'], reporters: ['evil'] };\n"
     )
-    assert jest_fake_timers(tmp_path) == {"enableGlobally": True, "now": 1000, "doNotFake": ["nextTick"]}
-    (tmp_path / "jest.config.js").write_text("module.exports = { fakeTimers: makeTimers() };\n")
-    assert jest_fake_timers(tmp_path) is None
+    assert jest_options(tmp_path) == {
+        "fakeTimers": {"enableGlobally": True, "now": 1000, "doNotFake": ["nextTick"]},
+        "testEnvironment": "jsdom",
+        "testTimeout": 20000,
+    }
+    # An environment by path would load a workspace file; a computed or unbounded value is not data.
+    (tmp_path / "jest.config.js").write_text(
+        "module.exports = { fakeTimers: makeTimers(), testEnvironment: './env.js', testTimeout: 1e9 };\n"
+    )
+    assert jest_options(tmp_path) == {}
     (tmp_path / "package.json").write_text(json.dumps({"jest": {"fakeTimers": {"doNotFake": ["fs.readFile"]}}}))
-    assert jest_fake_timers(tmp_path) is None  # not a fakeable API: the list is dropped, and nothing is left
+    assert jest_options(tmp_path) == {}  # not a fakeable API: the list is dropped, and nothing is left
+    (tmp_path / "package.json").write_text(json.dumps({"jest": {"testEnvironment": "node", "testTimeout": True}}))
+    assert jest_options(tmp_path) == {"testEnvironment": "node"}
 
 
 def test_fake_timers_come_from_the_base_never_from_the_patched_workspace(project: Path, tmp_path: Path) -> None:
@@ -271,3 +281,12 @@ def test_fake_timers_come_from_the_base_never_from_the_patched_workspace(project
     ids = [f"test/clock.test.js::{n}" for n in ("the clock stands still", "timers fire when advanced")]
     report = run_js_tests(project, ids, 60, backend=BwrapBackend(), runner=JsRunner.JEST, project=base)
     assert set(outcomes(report, "test/clock.test.js").values()) == {"failed"}, report.tests
+
+
+def test_the_projects_environment_and_time_limit_reach_the_harnesss_config(tmp_path: Path) -> None:
+    from sandbox.js_run import jest_config
+
+    options = {"testEnvironment": "jsdom", "testTimeout": 20000}
+    config = json.loads(jest_config(["a.test.js"], None, tmp_path, "/r/jest-junit", options))
+    assert config["testEnvironment"] == "jsdom" and config["testTimeout"] == 20000
+    assert json.loads(jest_config(["a.test.js"], None, tmp_path, "/r/jest-junit"))["testEnvironment"] == "node"

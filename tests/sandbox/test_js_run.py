@@ -306,3 +306,70 @@ def test_runs_pin_the_thread_pools_and_leave_mallocs_arenas_alone() -> None:
     allocator ran out of memory at 4096 and at 8192 MiB; uncapped, with the pools pinned, all 162 passed."""
     assert "MALLOC_ARENA_MAX" not in THREAD_ENV
     assert {THREAD_ENV[k] for k in ("RAYON_NUM_THREADS", "TOKIO_WORKER_THREADS", "ROLLDOWN_WORKER_THREADS")} == {"2"}
+
+
+GLOBALS_TEST = 'describe("globals", () => { it("adds", () => { expect(1 + 1).toBe(2); }); });\n'
+DOM_TEST = """import { expect, test } from "vitest";
+test("a document", () => {
+  document.body.innerHTML = "<p id=x>hi</p>";
+  expect(document.getElementById("x").textContent).toBe("hi");
+});
+"""
+DOM_LOCKED = Path(__file__).parent / "fixtures" / "js" / "runner-dom"  # vitest 4.1.12 and happy-dom 20.14.6
+
+
+def run_file(root: Path, file: str) -> results.TestReport:
+    return run_js_tests(root, [file], 120, backend=BwrapBackend())
+
+
+def test_the_projects_vitest_globals_and_environment_hold_in_the_harnesss_run(project: Path, tmp_path: Path) -> None:
+    """Vitest's `globals` and `environment`, read from vitest.config.* as data (never run): tests
+    written for them pass as in the project's own runs, and fail without them."""
+    (project / "src" / "globals.test.js").write_text(GLOBALS_TEST)
+    config = "import { defineConfig } from 'vitest/config'\nexport default defineConfig({ test: { globals: true } })\n"
+    (project / "vitest.config.ts").write_text(config)
+    assert outcomes(run_file(project, "src/globals.test.js"), "src/globals.test.js") == {"globals > adds": "passed"}
+    (project / "vitest.config.ts").unlink()
+    without = run_file(project, "src/globals.test.js")
+    assert "passed" not in outcomes(without, "src/globals.test.js").values(), without.tests
+
+    dom = tmp_path / "dom"
+    (dom / "src").mkdir(parents=True)
+    for name in ("package.json", "package-lock.json"):
+        shutil.copy(DOM_LOCKED / name, dom / name)
+    (dom / "src" / "dom.test.js").write_text(DOM_TEST)
+    (dom / "vite.config.js").write_text("export default { test: { environment: 'happy-dom', testTimeout: 30000 } }\n")
+    report = run_file(dom, "src/dom.test.js")
+    assert outcomes(report, "src/dom.test.js") == {"a document": "passed"}, report.tests
+    (dom / "vite.config.js").unlink()
+    report = run_file(dom, "src/dom.test.js")
+    assert outcomes(report, "src/dom.test.js") == {"a document": "failed"}, report.tests
+    assert "document is not defined" in report.tests["src/dom.test.js::a document"].message
+
+
+def test_vitest_options_come_from_the_base_never_from_the_patched_workspace(project: Path, tmp_path: Path) -> None:
+    base = tmp_path / "base"
+    shutil.copytree(project, base)
+    (project / "src" / "globals.test.js").write_text(GLOBALS_TEST)
+    (project / "vitest.config.js").write_text("export default { test: { globals: true } }\n")  # the patch's
+    report = run_js_tests(project, ["src/globals.test.js"], 60, backend=BwrapBackend(), project=base)
+    assert "passed" not in outcomes(report, "src/globals.test.js").values(), report.tests
+
+
+def test_only_literal_documented_vitest_options_are_read(tmp_path: Path) -> None:
+    from sandbox.js_options import vitest_options
+
+    (tmp_path / "vite.config.ts").write_text("export default { test: { globals: true } }\n")
+    (tmp_path / "vitest.config.mts").write_text(
+        "import { defineConfig } from 'vitest/config'\n"
+        "export default defineConfig({ plugins: [x()], test: { ...shared, globals: true, environment: 'jsdom',\n"
+        "  testTimeout: 15_000, setupFiles: ['./evil.js'], reporters: ['evil'] } })\n"
+    )
+    # vitest.config.* before vite.config.*, as Vitest reads them; only the three options, literal.
+    assert vitest_options(tmp_path) == {"globals": True, "environment": "jsdom", "testTimeout": 15000}
+    (tmp_path / "vitest.config.mts").write_text(
+        "export default { test: { globals: isCI(), environment: './env.js', testTimeout: -1 } }\n"
+    )
+    assert vitest_options(tmp_path) == {}
+    (tmp_path / "vitest.config.mts").unlink()
+    assert vitest_options(tmp_path) == {"globals": True}
