@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,16 +86,7 @@ FAKEABLE = frozenset(
 def jest_options(project: Path) -> dict[str, Any]:
     """The Jest options the project's tests rely on, as data (JEST_OPTIONS; literal values only)."""
     found = _jest_found(project)
-    options: dict[str, Any] = {}
-    timers = _checked(found.get("fakeTimers"))
-    if timers:
-        options["fakeTimers"] = timers
-    if found.get("testEnvironment") in JEST_ENVIRONMENTS:
-        options["testEnvironment"] = found["testEnvironment"]
-    timeout = _timeout(found.get("testTimeout"))
-    if timeout:
-        options["testTimeout"] = timeout
-    return options
+    return _kept(found, {"fakeTimers": _checked, "testEnvironment": _named(JEST_ENVIRONMENTS), "testTimeout": _timeout})
 
 
 def vitest_options(project: Path) -> dict[str, Any]:
@@ -103,21 +94,24 @@ def vitest_options(project: Path) -> dict[str, Any]:
     only), from the first of vitest.config.* and vite.config.* (Vitest's own order)."""
     for name in VITEST_CONFIGS:
         text = _read(project / name)
-        if text is None:
-            continue
-        test = _module_options(name, text, ("test",)).get("test")
-        if not isinstance(test, dict):
-            return {}
-        options: dict[str, Any] = {}
-        if isinstance(test.get("globals"), bool):
-            options["globals"] = test["globals"]
-        if test.get("environment") in VITEST_ENVIRONMENTS:
-            options["environment"] = test["environment"]
-        timeout = _timeout(test.get("testTimeout"))
-        if timeout:
-            options["testTimeout"] = timeout
-        return options
+        if text is not None:
+            test = _module_options(name, text, ("test",)).get("test")
+            checks = {"globals": _flag, "environment": _named(VITEST_ENVIRONMENTS), "testTimeout": _timeout}
+            return _kept(test, checks) if isinstance(test, dict) else {}
     return {}
+
+
+def _kept(found: dict[str, Any], checks: dict[str, Callable[[object], Any]]) -> dict[str, Any]:
+    """Each option whose check keeps it (a check answers None for a value to leave out)."""
+    return {key: value for key, check in checks.items() if (value := check(found.get(key))) is not None}
+
+
+def _named(names: frozenset[str]) -> Callable[[object], str | None]:
+    return lambda value: value if isinstance(value, str) and value in names else None
+
+
+def _flag(value: object) -> bool | None:
+    return value if isinstance(value, bool) else None
 
 
 def _jest_found(project: Path) -> dict[str, Any]:
