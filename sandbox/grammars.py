@@ -5,13 +5,14 @@ Used by the mutation builder (its operator sites), the Jest option reader (a con
 data) and history judging (whether a commit changed any code at all).
 
 A file's *shape* is its tokens without layout and comments, but with its line breaks: two versions
-with the same shape run the same. A commit whose code files all keep their shape (a doc-comment pass, a reformat) has
-nothing for a hidden test to catch, and judging skips it before validation spends two test runs to
-find the same. Some comments are code to a tool, and stay in the shape: Go's directives
-(`//go:build`, `//go:embed`, `// +build`, `//export`, `//line`, and every comment of a cgo file, whose
-preamble is C), TypeScript's `/// <reference>` and `@ts-` comments (ts-jest type-checks), and the
-`@jsx`/`@flow` pragmas. When in doubt the answer is "changed": a wrong "unchanged" would drop a real
-task, a wrong "changed" only costs the validation that judges it.
+with the same shape run the same. A commit whose code files all keep their shape (a doc-comment
+pass, re-indented lines) has nothing for a hidden test to catch, and judging skips it before
+validation spends two test runs to find the same. Some comments are code to a tool, and stay in
+the shape: Go's directives (`//go:build`, `//go:embed`, `// +build`, `//export`, `//line`, and
+every comment of a cgo file, whose preamble is C), TypeScript's `/// <reference>` and `@ts-`
+comments (ts-jest type-checks), and the `@jsx`/`@flow` pragmas. When in doubt the answer is
+"changed": a wrong "unchanged" would drop a real task, a wrong "changed" only costs the validation
+that judges it.
 """
 
 from __future__ import annotations

@@ -43,10 +43,6 @@ CONFIG_MODULES = tuple(f"jest.config.{ext}" for ext in ("ts", "js", "mjs", "cjs"
 VITEST_CONFIGS = tuple(
     f"{stem}.config.{ext}" for stem in ("vitest", "vite") for ext in ("ts", "mts", "cts", "js", "mjs", "cjs")
 )
-# The options that are the tests' semantics, not plumbing: the clock, the global objects (a DOM or
-# not), describe/it/expect as globals, and how long one test may take.
-JEST_OPTIONS = ("fakeTimers", "testEnvironment", "testTimeout")
-VITEST_OPTIONS = ("globals", "environment", "testTimeout")
 # Environments by name only (each is a package of the lock's, or built in): never a path, which
 # would load a file of the workspace's.
 JEST_ENVIRONMENTS = frozenset({"node", "jsdom"})
@@ -84,20 +80,18 @@ FAKEABLE = frozenset(
 
 
 def jest_options(project: Path) -> dict[str, Any]:
-    """The Jest options the project's tests rely on, as data (JEST_OPTIONS; literal values only)."""
-    found = _jest_found(project)
-    return _kept(found, {"fakeTimers": _checked, "testEnvironment": _named(JEST_ENVIRONMENTS), "testTimeout": _timeout})
+    """The Jest options the project's tests rely on, as data (_JEST_CHECKS; literal values only)."""
+    return _kept(_jest_found(project), _JEST_CHECKS)
 
 
 def vitest_options(project: Path) -> dict[str, Any]:
-    """The Vitest `test` options the project's tests rely on, as data (VITEST_OPTIONS; literal values
+    """The Vitest `test` options the project's tests rely on, as data (_VITEST_CHECKS; literal values
     only), from the first of vitest.config.* and vite.config.* (Vitest's own order)."""
     for name in VITEST_CONFIGS:
         text = _read(project / name)
         if text is not None:
             test = _module_options(name, text, ("test",)).get("test")
-            checks = {"globals": _flag, "environment": _named(VITEST_ENVIRONMENTS), "testTimeout": _timeout}
-            return _kept(test, checks) if isinstance(test, dict) else {}
+            return _kept(test, _VITEST_CHECKS) if isinstance(test, dict) else {}
     return {}
 
 
@@ -115,7 +109,7 @@ def _flag(value: object) -> bool | None:
 
 
 def _jest_found(project: Path) -> dict[str, Any]:
-    """JEST_OPTIONS' literal values where Jest reads its configuration: package.json's "jest" key,
+    """The literal values of _JEST_CHECKS' options where Jest reads its configuration: package.json's "jest" key,
     else jest.config.json, else the first jest.config module (read, never run)."""
     manifest = _read(project / "package.json")
     if manifest is not None:
@@ -135,7 +129,7 @@ def _jest_found(project: Path) -> dict[str, Any]:
     for name in CONFIG_MODULES:
         text = _read(project / name)
         if text is not None:
-            return _module_options(name, text, JEST_OPTIONS)
+            return _module_options(name, text, tuple(_JEST_CHECKS))
     return {}
 
 
@@ -239,3 +233,17 @@ def _literal(node: Node) -> Any:
                     found[key] = item
         return found
     return _UNKNOWN
+
+
+# The options that are the tests' semantics, not plumbing, each with the check that keeps its value:
+# the clock, the global objects (a DOM or not), describe/it/expect as globals, how long a test may take.
+_JEST_CHECKS: dict[str, Callable[[object], Any]] = {
+    "fakeTimers": _checked,
+    "testEnvironment": _named(JEST_ENVIRONMENTS),
+    "testTimeout": _timeout,
+}
+_VITEST_CHECKS: dict[str, Callable[[object], Any]] = {
+    "globals": _flag,
+    "environment": _named(VITEST_ENVIRONMENTS),
+    "testTimeout": _timeout,
+}
