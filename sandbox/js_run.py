@@ -105,9 +105,7 @@ export default {{
     coverage: {{ enabled: false }},
     typecheck: {{ enabled: false }},
     // The project's own, read as data from the task's base (sandbox.js_options).
-    globals: {globals},
-    environment: {environment},
-    testTimeout: {timeout},
+    {options}
   }},
 }};
 """
@@ -172,12 +170,9 @@ def vitest_config(
     """The harness's Vitest configuration: these files and names, its reporters to these paths, and
     of the repository's only the `options` its tests rely on (sandbox.js_options.vitest_options;
     a bare run on the host takes it too, with host paths)."""
-    options = options or {}
     include = "[" + ", ".join(js_string(_GLOB_SPECIAL.sub(r"\\\1", f)) for f in files) + "]"
     return CONFIG_TEMPLATE.format(
-        globals="true" if options.get("globals") else "false",
-        environment=js_string(str(options.get("environment", "node"))),
-        timeout=int(options.get("testTimeout", 5000)),
+        options=vitest_options_source(options or {}),
         root=js_string(root),
         cache=js_string(cache),
         include=include,
@@ -185,6 +180,16 @@ def vitest_config(
         summary=js_string(summary),
         pattern=f"new RegExp({js_string(pattern)})" if pattern is not None else "undefined",
         workers=WORKERS,
+    )
+
+
+def vitest_options_source(options: dict[str, Any]) -> str:
+    """sandbox.js_options.vitest_options as properties of a Vitest `test` object, Vitest's own
+    defaults where the project sets none: the harness's config and the Harbor export's both hold them."""
+    return (
+        f"globals: {'true' if options.get('globals') else 'false'},"
+        f" environment: {js_string(str(options.get('environment', 'node')))},"
+        f" testTimeout: {int(options.get('testTimeout', 5000))},"
     )
 
 

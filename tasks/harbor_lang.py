@@ -17,7 +17,7 @@ from sandbox.backends.base import SandboxError
 from sandbox.go_run import module_path
 from sandbox.go_run import selection as go_selection
 from sandbox.js_options import jest_options, vitest_options
-from sandbox.js_run import js_string
+from sandbox.js_run import js_string, vitest_options_source
 from sandbox.node_versions import choice_from_metadata
 from sandbox.outcomes_js import JsRunner
 from tasks.exports import TEXT, TaskExportError
@@ -146,14 +146,9 @@ def vitest_config(task: Task, base: Path) -> str:
     """The verifier's Vitest configuration: the repository's vitest.config.* and vite.config.* are never
     run; the options its tests rely on are read from them as data, as Crucible's own runs read them."""
     include = ", ".join(js_string(re.sub(r"([*?\[\]{}()!+@|,])", r"\\\1", f)) for f in js_test_files(task))
-    options = vitest_options(base)
-    return (
-        VITEST_CONFIG.replace("@INCLUDE@", include)
-        .replace("@ROOT@", js_string(WORKDIR))
-        .replace("@GLOBALS@", "true" if options.get("globals") else "false")
-        .replace("@ENVIRONMENT@", js_string(str(options.get("environment", "node"))))
-        .replace("@TIMEOUT@", str(int(options.get("testTimeout", 5000))))
-    )
+    options = vitest_options_source(vitest_options(base))
+    config = VITEST_CONFIG.replace("@INCLUDE@", include).replace("@ROOT@", js_string(WORKDIR))
+    return config.replace("@OPTIONS@", options)
 
 
 def jest_config(task: Task, base: Path) -> str:
@@ -214,9 +209,7 @@ export default {
     globalSetup: [],
     coverage: { enabled: false },
     typecheck: { enabled: false },
-    globals: @GLOBALS@,
-    environment: @ENVIRONMENT@,
-    testTimeout: @TIMEOUT@,
+    @OPTIONS@
   },
 };
 """

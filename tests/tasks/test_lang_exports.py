@@ -133,6 +133,19 @@ def run_js_as_harbor(task: Path, solve: bool, tmp_path: Path) -> dict[str, float
     return read_reward(logs)
 
 
+def test_the_harbor_vitest_config_carries_the_bases_options_and_nothing_else(tmp_path: Path) -> None:
+    from tasks.harbor_lang import vitest_config
+
+    task = Task(task_id="t", fail_to_pass=["a.test.js::x"], pass_to_pass=[])
+    assert 'globals: false, environment: "node", testTimeout: 5000,' in vitest_config(task, tmp_path)
+    (tmp_path / "vite.config.ts").write_text(
+        "export default { test: { globals: true, environment: 'happy-dom', testTimeout: 9000, setupFiles: ['e.js'] } }"
+    )
+    config = vitest_config(task, tmp_path)
+    assert 'globals: true, environment: "happy-dom", testTimeout: 9000,' in config
+    assert "e.js" not in config  # setup files stay the verifier's (none)
+
+
 def test_a_javascript_task_exports_node_and_vitest_and_scores_its_solution_1_and_the_base_0(
     js_suite: None, tmp_path: Path
 ) -> None:
