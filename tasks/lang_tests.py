@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from tasks.spec import TaskSpec
 
 PYTHON, GO, JAVASCRIPT = "python", "go", "javascript"
+# Metadata "npm_lock" of a JavaScript task whose base had no lock file of any tool: the
+# package-lock.json in its base is npm's resolution of its package.json (sandbox.node_env.resolve_lock).
+RESOLVED_LOCK = "resolved"
 LANGUAGES = (PYTHON, GO, JAVASCRIPT)
 # What each runner reads to build or install: always the base's in a run.
 RUNNER_FILES = {

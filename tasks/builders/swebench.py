@@ -13,6 +13,7 @@ from core.vocabulary import TaskSource
 from patches import PatchError, parse
 from sandbox.node_versions import choice_from_metadata
 from tasks.builders.common import BuildError, common_dir, export_tree, git, write_task_dir
+from tasks.builders.lang_history import ensure_lock
 from tasks.lang_tests import PYTHON, go_toolchain_of, language_of
 
 REQUIRED = ("instance_id", "repo", "base_commit", "patch", "test_patch", "problem_statement")
@@ -56,6 +57,16 @@ def _node(record: dict[str, Any], where: str) -> dict[str, Any]:
     return {"node": choice.to_json()} if choice else {}
 
 
+def _lock(record: dict[str, Any], where: str, snapshot: Path) -> dict[str, str]:
+    """A JavaScript base without a lock file gets the row's `package_lock` (our export's: the lock
+    validation ran with), else npm's resolution now; the metadata that says so."""
+    given = record.get("package_lock")
+    if given is not None and not isinstance(given, str):
+        raise BuildError(f"{where}: package_lock must be the text of a package-lock.json")
+    language = _language(record, where).get("language", PYTHON)
+    return ensure_lock(snapshot, language, given.encode() if given is not None else None)
+
+
 def read_instances(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open("rb") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -95,6 +106,7 @@ def build_task(record: dict[str, Any], lineno: int, repos_dir: Path, out: Path) 
         snapshot = Path(tmp) / "snapshot"
         try:
             export_tree(clone, record["base_commit"], snapshot)
+            lock = _lock(record, where, snapshot)
         except BuildError as exc:
             raise BuildError(f"{where}: {exc}") from None
         # The hidden tests are the test files as test_patch leaves them.
@@ -112,6 +124,7 @@ def build_task(record: dict[str, Any], lineno: int, repos_dir: Path, out: Path) 
             "base_commit": record["base_commit"],
             **_language(record, where),
             **_node(record, where),
+            **lock,
             "fail_to_pass": _test_list(record.get("FAIL_TO_PASS"), f"{where}: FAIL_TO_PASS"),
             "pass_to_pass": _test_list(record.get("PASS_TO_PASS"), f"{where}: PASS_TO_PASS"),
             "tags": ["swe-bench"],

@@ -16,11 +16,19 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import results
+from sandbox import node_env, results
 from sandbox.backends.base import SandboxError
 from sandbox.backends.bwrap import BwrapBackend
 from sandbox.js_run import THREAD_ENV, run_js_tests, selection
-from sandbox.node_env import NODE, NodeEnvError, check_lock, ensure_node_modules, lock_files
+from sandbox.node_env import (
+    NODE,
+    NodeEnvError,
+    check_lock,
+    check_manifest,
+    ensure_node_modules,
+    lock_files,
+    resolve_lock,
+)
 
 pytestmark = pytest.mark.skipif(
     not Path(NODE).exists() or shutil.which("npm") is None, reason="node or npm is not installed"
@@ -299,6 +307,67 @@ def test_a_lock_entry_without_resolved_and_integrity_installs_its_exact_version(
     for location in stripped:
         installed = json.loads((modules / location.removeprefix("node_modules/") / "package.json").read_text())
         assert installed["version"] == lock["packages"][location]["version"]
+
+
+def test_a_project_without_a_lock_runs_on_the_lock_npm_resolves_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "repo"
+    (root / "src").mkdir(parents=True)
+    manifest = json.loads((LOCKED / "package.json").read_text())
+    # A name of its own: this package.json has never been resolved on this host, so npm runs now.
+    manifest["name"] = f"crucible-unlocked-{tmp_path.name.lower()}"
+    (root / "package.json").write_text(json.dumps(manifest))
+    (root / "src" / "math.js").write_text("export const add = (a, b) => a + b;\n")
+    (root / FILE).write_text(MATH_TEST)
+    with pytest.raises(NodeEnvError, match="no package-lock.json"):
+        ensure_node_modules(root)
+    lock = resolve_lock(root)
+    data = json.loads(lock)
+    assert data["packages"]["node_modules/vitest"]["version"] == "4.1.12"
+    assert data["packages"][""]["name"] == manifest["name"]
+
+    def npm_again(*args: object) -> bytes:
+        raise AssertionError("resolved twice")
+
+    monkeypatch.setattr(node_env, "_resolve", npm_again)
+    assert resolve_lock(root) == lock  # the same lock for every candidate that shares this base
+    (root / "package-lock.json").write_bytes(lock)
+    ran = outcomes(run(root, "add > adds", "add > breaks"))
+    assert (ran["add > adds"], ran["add > breaks"]) == ("passed", "failed")
+    with pytest.raises(NodeEnvError, match="only for a project without one"):
+        resolve_lock(root)
+
+
+@pytest.mark.parametrize(
+    ("manifest", "why"),
+    [
+        ({"devDependencies": {"a": "file:../../etc"}}, "not a registry version"),
+        ({"devDependencies": {"a": "link:../x"}}, "not a registry version"),
+        ({"dependencies": {"a": "git+ssh://git@host/x.git"}}, "not a registry version"),
+        ({"dependencies": {"a": "github:user/repo"}}, "not a registry version"),
+        ({"dependencies": {"a": "user/repo#main"}}, "not a registry version"),
+        ({"dependencies": {"a": "https://host.example/a.tgz"}}, "not a registry version"),
+        ({"optionalDependencies": {"a": "npm:b@git+ssh://host/x"}}, "not a registry version"),
+        ({"peerDependencies": {"../a": "1.0.0"}}, "not a registry package"),
+        ({"dependencies": {"a": 1}}, "not a registry package"),
+        ({"dependencies": ["a"]}, "not an object"),
+        ({"workspaces": ["packages/*"]}, "workspaces"),
+        ({"overrides": {"a": "file:../x"}}, "overrides"),
+        ([], "not an object"),
+    ],
+)
+def test_a_package_json_npm_would_resolve_outside_the_registry_is_refused(manifest: object, why: str) -> None:
+    with pytest.raises(NodeEnvError, match=why):
+        check_manifest(json.dumps(manifest).encode())
+
+
+def test_registry_ranges_tags_and_aliases_are_resolved() -> None:
+    fine = {
+        "dependencies": {"a": "^1.2.3", "@s/b": ">=1 <3 || 4.x", "c": "latest", "d": "npm:@s/d@~2.0.0-beta.1"},
+        "devDependencies": {"e": "*", "f": ""},
+    }
+    assert check_manifest(json.dumps(fine).encode())["dependencies"]["a"] == "^1.2.3"
 
 
 def test_runs_pin_the_thread_pools_and_leave_mallocs_arenas_alone() -> None:

@@ -9,6 +9,7 @@ the toolchain is Debian's 1.19; jsonrepair's oldest commits ran mocha, which has
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -158,3 +159,60 @@ def test_commits_that_change_only_comments_are_skipped_before_any_run(tmp_path: 
         for sha in changed[bundle]:
             verdict = git_history.judge(clone, found[sha], 10, 400)
             assert verdict is None or verdict[0] != git_history.SkipReason.NO_BEHAVIOUR_CHANGE, (sha, verdict)
+
+
+# tough-cookie 1729d1f "Add fix from .../pull/283" (prototype pollution in lib/memstore.ts, its test in
+# lib/__tests__/cookieJar.spec.ts): in 2022-2023 tough-cookie kept no package-lock.json in git.
+TOUGH_COOKIE_UNLOCKED_FIX = "1729d1fd87fe6f2779d7d9b15b0ce0cd0e8bd7d3"
+
+
+def test_a_base_without_a_lock_becomes_a_valid_task_on_the_lock_npm_resolves(tmp_path: Path) -> None:
+    clone = _clone("real-repos-js/tough-cookie.bundle", tmp_path)
+    commit = TOUGH_COOKIE_UNLOCKED_FIX
+    # The gate (the newest commit, which has a lock) is the test above's; this is the candidate alone.
+    _build(clone, "unlocked", "--rev-range", f"{commit}^..{commit}", "--validate", "--runs", "1", "--skip-gate")
+    report = TaskSuite.objects.get(name="unlocked").build_report
+    task = Task.objects.get(suite__name="unlocked")
+    assert (report["candidates"], report["built"], report["valid"]) == (1, 1, 1), task.validation_report["reasons"]
+    assert task.metadata["npm_lock"] == lang_history.RESOLVED_LOCK
+    spec = task_spec_for(task)
+    # The base holds npm's resolution of the base's package.json: what every later run installs.
+    lock = json.loads((spec.base_dir / "package-lock.json").read_bytes())
+    manifest = json.loads((spec.base_dir / "package.json").read_bytes())
+    assert lock["packages"][""]["devDependencies"] == manifest["devDependencies"]
+    assert lock["packages"]["node_modules/typescript"]["version"] == "4.7.4"  # pinned exactly there
+    assert lock["packages"]["node_modules/jest"]["version"].startswith("27.")  # ^27.4.7
+    assert task.fail_to_pass and all(n.startswith("lib/__tests__/cookieJar.spec.ts::") for n in task.fail_to_pass)
+    scoring = load_spec()
+    assert score_patch(spec, task.expected_patch, scoring).reward == 1.0
+    assert score_patch(spec, "", scoring).reward <= 0
+
+
+def _one_commit_repo(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text)
+    for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(root), *argv], check=True, capture_output=True, timeout=60)
+    return root
+
+
+def test_a_base_whose_lock_is_another_tools_or_whose_ranges_leave_the_registry_is_counted_not_resolved(
+    tmp_path: Path,
+) -> None:
+    vitest = {"devDependencies": {"vitest": "^4.1.0"}}
+    yarn = _one_commit_repo(tmp_path / "yarn", {"package.json": json.dumps(vitest), "yarn.lock": "# yarn\n"})
+    refused = lang_history.refusal(yarn, "HEAD", lang_history.JAVASCRIPT)
+    assert refused is not None and (refused.reason, refused.detail) == (
+        lang_history.NO_NPM_LOCK,
+        "lock files: yarn.lock",
+    )
+    git_dep = {"devDependencies": {"vitest": "^4.1.0"}, "dependencies": {"x": "git+ssh://git@host/x.git"}}
+    remote = _one_commit_repo(tmp_path / "remote", {"package.json": json.dumps(git_dep)})
+    refused = lang_history.refusal(remote, "HEAD", lang_history.JAVASCRIPT)
+    assert refused is not None and refused.reason == lang_history.LOCK_REFUSED, refused
+    assert "not a registry version or range" in refused.detail
+    plain = _one_commit_repo(tmp_path / "plain", {"package.json": json.dumps(vitest)})
+    assert lang_history.refusal(plain, "HEAD", lang_history.JAVASCRIPT) is None
+    assert lang_history.lock_metadata(plain, "HEAD", lang_history.JAVASCRIPT) == {"npm_lock": "resolved"}
+    assert lang_history.lock_metadata(yarn, "HEAD", lang_history.JAVASCRIPT) == {}

@@ -272,3 +272,61 @@ def _commit(repo: Path, message: str) -> str:
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", message)
     return _git(repo, "rev-parse", "HEAD")
+
+
+def test_a_javascript_row_whose_base_has_no_lock_carries_the_resolved_one_there_and_back(tmp_path: Path) -> None:
+    """A task built on a base without a lock (tasks.builders.lang_history.ensure_lock) exports the lock
+    it was validated with as the row's `package_lock`, since base_commit does not hold it; importing
+    the row puts it back in the base. A lock the registry rule refuses, or one given for a base that
+    has its own, is refused and nothing is written."""
+    task_dir = DEMO / "js_tasks" / "js_0001"
+    clone = tmp_path / "repos" / "acme__kit"
+    shutil.copytree(task_dir / "repo_snapshot", clone)
+    lock = (clone / "package-lock.json").read_text()
+    (clone / "package-lock.json").unlink()
+    base = _commit(clone, "kit")
+    work = tmp_path / "work"
+    shutil.copytree(clone, work)
+    (work / "test").mkdir(exist_ok=True)
+    shutil.copy(task_dir / "tests" / "kit.test.js", work / "test" / "kit.test.js")
+    _git(work, "add", "-A")
+    meta = json.loads((task_dir / "metadata.json").read_text())
+    row = {
+        "language": "javascript",
+        "instance_id": "acme__kit-1",
+        "repo": "acme/kit",
+        "base_commit": base,
+        "patch": (task_dir / "expected_patch").read_text(),
+        "test_patch": _git(work, "diff", "--cached") + "\n",
+        "problem_statement": (task_dir / "task.md").read_text(),
+        "FAIL_TO_PASS": json.dumps(meta["fail_to_pass"]),
+        "PASS_TO_PASS": json.dumps(meta["pass_to_pass"]),
+        "package_lock": lock,
+    }
+    given = tmp_path / "given.jsonl"
+    forged = json.loads(lock)
+    first = next(k for k in forged["packages"] if k)
+    forged["packages"][first]["resolved"] = "file:../../etc"
+    for bad, why in ((json.dumps(forged), "does not come from the configured registry"), (7, "must be the text")):
+        given.write_text(json.dumps({**row, "package_lock": bad}) + "\n")
+        with pytest.raises(CommandError, match=why):
+            call_command(
+                "import_tasks", str(given), "--repos", str(tmp_path / "repos"), "--suite", "swe-js", verbosity=0
+            )
+        assert not Task.objects.exists()
+    given.write_text(json.dumps(row) + "\n")
+    call_command("import_tasks", str(given), "--repos", str(tmp_path / "repos"), "--suite", "swe-js", verbosity=0)
+    task = Task.objects.get(task_id="acme__kit-1")
+    assert task.metadata["npm_lock"] == "resolved"
+    (out,) = [json.loads(line) for line in export(tmp_path, "swe-js", "swe-bench").read_text().splitlines()]
+    assert out["package_lock"] == lock and out["base_commit"] == base
+    # The base's own lock, when it has one, is the task's: a second one is not taken.
+    (clone / "package-lock.json").write_text(lock)
+    _git(clone, "add", "-A")
+    _git(clone, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "lock")
+    row["base_commit"] = _git(clone, "rev-parse", "HEAD")
+    row["instance_id"] = "acme__kit-2"
+    given.write_text(json.dumps(row) + "\n")
+    with pytest.raises(CommandError, match="has its own"):
+        call_command("import_tasks", str(given), "--repos", str(tmp_path / "repos"), "--suite", "swe-js", verbosity=0)
+    assert Task.objects.count() == 1
