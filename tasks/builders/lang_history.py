@@ -327,8 +327,7 @@ def run_lang_gate(repo: Path, language: str, backend: Backend | str, min_pass_sh
                 environment = f"go toolchain {go.version}"
             else:
                 limits = Limits(memory_mb=GATE_JS_MEMORY_MB)
-                resolved = lock_metadata(repo, commit, language)
-                ensure_lock(snapshot, language)
+                resolved = ensure_lock(snapshot, language)
                 runner = lang_tests.js_runner(snapshot)
                 node = choose_node(snapshot)
                 toolchain = node_toolchain(node)

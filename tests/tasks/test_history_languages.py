@@ -216,3 +216,20 @@ def test_a_base_whose_lock_is_another_tools_or_whose_ranges_leave_the_registry_i
     assert lang_history.refusal(plain, "HEAD", lang_history.JAVASCRIPT) is None
     assert lang_history.lock_metadata(plain, "HEAD", lang_history.JAVASCRIPT) == {"npm_lock": "resolved"}
     assert lang_history.lock_metadata(yarn, "HEAD", lang_history.JAVASCRIPT) == {}
+
+
+def test_the_gate_runs_a_newest_commit_without_a_lock_on_the_lock_npm_resolves(tmp_path: Path) -> None:
+    runner = FIXTURES.parent / "sandbox" / "fixtures" / "js" / "runner" / "package.json"
+    repo = _one_commit_repo(
+        tmp_path / "unlocked",
+        {
+            "package.json": runner.read_text().replace("crucible-js-run-fixture", "crucible-gate-unlocked"),
+            "add.js": "export const add = (a, b) => a + b;\n",
+            "add.test.js": 'import { expect, test } from "vitest";\nimport { add } from "./add.js";\n'
+            'test("adds", () => { expect(add(1, 2)).toBe(3); });\n',
+        },
+    )
+    gate = lang_history.run_lang_gate(repo, lang_history.JAVASCRIPT, "bwrap", 0.5)
+    assert gate.passed, gate.reason
+    assert gate.environment.startswith("npm ci of the lock npm resolved, vitest"), gate.environment
+    assert not (repo / "package-lock.json").exists()  # resolved into the gate's copy, never the repository
