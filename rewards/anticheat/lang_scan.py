@@ -1,8 +1,9 @@
 """Static evidence over a Go or JavaScript patch: what a patch to such a task may not do to its run.
 
 The pytest path reads Python's syntax tree (rewards.anticheat.detectors); Go and JavaScript code
-is read here with a small lexer (comments blanked, string literals kept) and line patterns, over
-the changed files as they stand after the patch. A finding the base version of a file already had,
+is read here twice, by a small lexer and by the file's tree-sitter grammar (sandbox.grammars.blanked:
+comments blanked, string literals kept), with line patterns, over the changed files as they stand
+after the patch. A finding the base version of a file already had,
 on the same line text, is the repository's own and is left out.
 
 What it looks for, by family (docs/reward-threat-model.md, "Go and JavaScript patches"):
@@ -24,8 +25,9 @@ What it looks for, by family (docs/reward-threat-model.md, "Go and JavaScript pa
   says the patch tried;
 - test edits: a file written where a hidden test goes (the hidden file replaces it).
 
-A lexer is not a parser: code that hides a name from it (a string built at run time, a regular
-expression literal holding a quote) is not seen. The findings are evidence and bound the reward
+A static read does not see a name built at run time (a string assembled from pieces). A regular
+expression literal that reads as a comment to the lexer (`/\\/*/`) does not hide the code after it:
+the grammar's reading sees it. The findings are evidence and bound the reward
 through the spec's policies; the run itself is what the reward believes.
 """
 
@@ -44,6 +46,7 @@ from patches.model import LineKind
 from rewards.anticheat.files import read_bounded
 from rewards.anticheat.flags import Flag
 from rewards.anticheat.patterns import MAX_SNIPPET, MAX_SOURCE_BYTES
+from sandbox import grammars
 
 GO, JAVASCRIPT = "go", "javascript"
 JS_SUFFIXES = (".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx")
@@ -297,8 +300,9 @@ def _closing_braces(skeleton: str) -> dict[int, int]:
     return closing
 
 
-def go_findings(source: str) -> list[Finding]:
-    code, skeleton = lex(source, GO)
+def go_findings(source: str, view: tuple[str, str] | None = None) -> list[Finding]:
+    """What a Go file shows, read through `view` (code, skeleton), the lexer's when not given."""
+    code, skeleton = view or lex(source, GO)
     raw_lines, lines = source.splitlines(), code.splitlines()
     found = []
     for number, line in enumerate(raw_lines, 1):
@@ -337,8 +341,9 @@ def go_findings(source: str) -> list[Finding]:
     return found
 
 
-def js_findings(source: str, tests_dest: str) -> list[Finding]:
-    code, _ = lex(source, JAVASCRIPT)
+def js_findings(source: str, tests_dest: str, view: tuple[str, str] | None = None) -> list[Finding]:
+    """What a JavaScript/TypeScript file shows, read through `view` (code, skeleton), the lexer's when not given."""
+    code, _ = view or lex(source, JAVASCRIPT)
     lines = code.splitlines()
     found = []
     dest = PurePosixPath(tests_dest).as_posix().strip("/")
@@ -376,9 +381,22 @@ def _caller_and_reads(lines: list[str], caller: re.Pattern[str], reads: re.Patte
 
 
 def findings_for(rel: str, source: str, language: str, tests_dest: str) -> list[Finding]:
+    """What the file shows read both ways: by the lexer, and by its tree-sitter grammar. A regular
+    expression literal such as `/\\/*/` opens a comment to the lexer and hides the code after it;
+    the grammar reads it, and where a file does not parse cleanly the lexer still reads all of it.
+    A finding either reading makes counts (scan_lang_sources drops the repeats)."""
+    if language == GO and rel.endswith(".go"):
+        views = [lex(source, GO)]
+    elif language != GO and rel.endswith(JS_SUFFIXES):
+        views = [lex(source, JAVASCRIPT)]
+    else:
+        return []
+    tree = grammars.blanked(rel, source)
+    if tree is not None and tree != views[0]:
+        views.append(tree)
     if language == GO:
-        return go_findings(source) if rel.endswith(".go") else []
-    return js_findings(source, tests_dest) if rel.endswith(JS_SUFFIXES) else []
+        return [finding for view in views for finding in go_findings(source, view)]
+    return [finding for view in views for finding in js_findings(source, tests_dest, view)]
 
 
 def _decoded(data: bytes | None) -> str | None:

@@ -1,4 +1,5 @@
-"""sandbox.grammars.shape: what "the code did not change" means for Go and JavaScript/TypeScript.
+"""sandbox.grammars: what "the code did not change" means for Go and JavaScript/TypeScript (shape), and
+where comments and strings are (blanked).
 
 A wrong "unchanged" drops a real task from history building, so each case here that must count as
 a change is one a comment-stripping shortcut would get wrong.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from sandbox import grammars
 from sandbox.grammars import grammar_for, parse, shape
 
 SAME = [
@@ -59,3 +61,17 @@ def test_a_file_that_does_not_parse_has_no_shape() -> None:
     assert shape("x.py", b"x = 1\n") is None  # no grammar here: Python has its own (ast)
     assert parse("x.rs", b"fn main() {}") is None and grammar_for("x.rs") is None
     assert grammar_for("a/b.mts") == "typescript" and grammar_for("c.cjs") == "javascript"
+
+
+def test_blanked_reads_comments_and_strings_as_the_grammar_does_keeping_every_offset() -> None:
+    source = 'const t = `é${"q" /* c */}`; const r = /a\\/*/; exit(0) // gone\n/* gone */ x\n'
+    code, skeleton = grammars.blanked("a.js", source)
+    assert len(code) == len(skeleton) == len(source) and code.count("\n") == source.count("\n")
+    assert "gone" not in code and "exit(0)" in code and "/a\\/*/" in code  # the regex is code, not a comment
+    assert '"q"' in code and "é" in code
+    assert '${" "        }' in skeleton and "é" not in skeleton  # a template's ${...} stays code
+    go_code, go_skeleton = grammars.blanked("a.go", 'package a\nvar s = "x//" + `y` // c\n')
+    assert go_code == 'package a\nvar s = "x//" + `y`     \n' and '"   " + ` `' in go_skeleton
+    assert grammars.blanked("a.py", "x = 1") is None
+    broken = grammars.blanked("a.ts", "let = ; // c\nexit(0)\n")  # recovered, not refused
+    assert broken is not None and "// c" not in broken[0] and "exit(0)" in broken[0]
