@@ -13,7 +13,8 @@ plumbing, and tests written for them fail without them:
   before the fix and passing after it, and an empty patch scored on it (0.75 in 2 of 3 scorings of
   tough-cookie `e45d44e9e8` at load 14).
 - Jest's `testEnvironment` and Vitest's `environment`: `jsdom` (or `happy-dom`) gives the tests a
-  `document`; without it every DOM test fails with "document is not defined".
+  `document`; without it every DOM test fails with "document is not defined". A project that names
+  none gets its Jest's default: `jsdom` for Jest 26 and older (by the lock's version), else `node`.
 - Vitest's `globals: true`: `describe`, `it` and `expect` without an import; without it every
   such file fails to load.
 - `testTimeout`: a test that honestly takes longer than the default 5 s.
@@ -48,6 +49,10 @@ VITEST_CONFIGS = tuple(
 JEST_ENVIRONMENTS = frozenset({"node", "jsdom"})
 VITEST_ENVIRONMENTS = frozenset({"node", "jsdom", "happy-dom", "edge-runtime"})
 MAX_TEST_TIMEOUT_MS = 600_000
+MAX_LOCK_BYTES = 16 * 1024 * 1024  # sandbox.node_env's bound on a lock it installs
+# Jest 26 and older ran every test in jsdom unless a project said otherwise; Jest 27 made `node` the
+# default. A project of that age that names no environment wrote its tests for jsdom's `document`.
+LAST_JSDOM_DEFAULT_JEST = 26
 # Jest 29's FakeTimersConfig: each key and the literal kinds it takes.
 FAKE_TIMERS_KEYS: dict[str, tuple[type, ...]] = {
     "enableGlobally": (bool,),
@@ -80,8 +85,28 @@ FAKEABLE = frozenset(
 
 
 def jest_options(project: Path) -> dict[str, Any]:
-    """The Jest options the project's tests rely on, as data (_JEST_CHECKS; literal values only)."""
-    return _kept(_jest_found(project), _JEST_CHECKS)
+    """The Jest options the project's tests rely on, as data (_JEST_CHECKS; literal values only),
+    with the test environment its locked Jest defaults to when it names none."""
+    options = _kept(_jest_found(project), _JEST_CHECKS)
+    if "testEnvironment" not in options and 0 < locked_major(project, "jest") <= LAST_JSDOM_DEFAULT_JEST:
+        options["testEnvironment"] = "jsdom"
+    return options
+
+
+def locked_major(project: Path, package: str) -> int:
+    """The major version of `package` in the project's package-lock.json (0: not there, or unreadable)."""
+    lock = project / "package-lock.json"
+    if lock.is_symlink() or not lock.is_file() or lock.stat().st_size > MAX_LOCK_BYTES:
+        return 0
+    try:
+        data = json.loads(lock.read_bytes())
+    except (ValueError, RecursionError):
+        return 0
+    packages = data.get("packages") if isinstance(data, dict) else None
+    entry = packages.get(f"node_modules/{package}") if isinstance(packages, dict) else None
+    version = entry.get("version") if isinstance(entry, dict) else None
+    major = version.split(".", 1)[0] if isinstance(version, str) else ""
+    return int(major) if major.isdigit() and len(major) < 6 else 0
 
 
 def vitest_options(project: Path) -> dict[str, Any]:

@@ -28,6 +28,8 @@ pytestmark = pytest.mark.skipif(
 TASK = Path(__file__).parent.parent / "fixtures" / "lang_tasks" / "js_jest_task_1"
 # jest 30.5.2, ts-jest 29.4.15 and typescript 5.9.3: a TypeScript project's lock.
 TS_LOCKED = Path(__file__).parent / "fixtures" / "js" / "jest-ts"
+# jest 26.6.3: the last Jest that ran tests in jsdom when a project named no environment.
+JEST26_LOCKED = Path(__file__).parent / "fixtures" / "js" / "jest26"
 FILE = "test/cents.test.js"
 F2P, GROUPS, SUMS = "formatCents > pads cents below ten", "formatCents > groups thousands", "sums amounts"
 # The base as it stands: the padding test fails, the other two pass.
@@ -270,6 +272,41 @@ def test_only_literal_documented_options_are_read(tmp_path: Path) -> None:
     assert jest_options(tmp_path) == {}  # not a fakeable API: the list is dropped, and nothing is left
     (tmp_path / "package.json").write_text(json.dumps({"jest": {"testEnvironment": "node", "testTimeout": True}}))
     assert jest_options(tmp_path) == {"testEnvironment": "node"}
+
+
+DOM_TEST = """test("makes an element", () => {
+  const p = document.createElement("p");
+  p.textContent = "hi";
+  expect(p.outerHTML).toBe("<p>hi</p>");
+});
+"""
+
+
+def test_a_jest_26_project_that_names_no_environment_runs_in_jsdom_as_its_jest_did(tmp_path: Path) -> None:
+    ensure_node_modules(JEST_JUNIT_LOCK)
+    root = tmp_path / "repo"
+    shutil.copytree(JEST26_LOCKED, root)
+    (root / "test").mkdir()
+    (root / "test" / "dom.test.js").write_text(DOM_TEST)
+    report = run(root, file="test/dom.test.js")
+    assert outcomes(report, "test/dom.test.js") == {"makes an element": "passed"}
+    # The project's own choice stands: with `node` named, there is no document, as in its own run.
+    manifest = json.loads((root / "package.json").read_text())
+    (root / "package.json").write_text(json.dumps({**manifest, "jest": {"testEnvironment": "node"}}))
+    report = run(root, file="test/dom.test.js")
+    assert outcomes(report, "test/dom.test.js") == {"makes an element": "failed"}
+    assert "document is not defined" in report.tests["test/dom.test.js::makes an element"].message
+
+
+def test_only_jest_26_and_older_default_to_jsdom_by_the_locked_version(tmp_path: Path) -> None:
+    from sandbox.js_options import jest_options
+
+    for version, expected in (("26.6.3", {"testEnvironment": "jsdom"}), ("27.0.0", {}), ("30.5.2", {}), ("x", {})):
+        lock = {"lockfileVersion": 3, "packages": {"": {}, "node_modules/jest": {"version": version}}}
+        (tmp_path / "package-lock.json").write_text(json.dumps(lock))
+        assert jest_options(tmp_path) == expected, version
+    (tmp_path / "package-lock.json").write_text("not json")
+    assert jest_options(tmp_path) == {}
 
 
 def test_fake_timers_come_from_the_base_never_from_the_patched_workspace(project: Path, tmp_path: Path) -> None:
