@@ -9,9 +9,10 @@ lock are refused before npm runs. Only package.json and the lock are copied to w
 .npmrc of the repository's), and no package's install script ever runs (`--ignore-scripts`).
 
 A project without any lock file (many libraries leave package-lock.json out of git) gets one from
-`resolve_lock`: npm resolves its package.json's ranges against the registry once, the result is
-checked like a repository's lock, and a builder writes it into the task's base, so that every later
-run, export and import installs exactly what validation ran with.
+`resolve_lock`: npm resolves its package.json's ranges against the registry once, fenced so that it
+fetches from nothing else (_resolve_env), the result is checked like a repository's lock, and a
+builder writes it into the task's base, so that every later run, export and import installs
+exactly what validation ran with.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,8 @@ FORMAT = 1
 MAX_LOCK_BYTES = 16 * 1024 * 1024
 MAX_PACKAGE_JSON_BYTES = 1024 * 1024
 INSTALL_TIMEOUT_S = 600
+# Port 9 (discard) on loopback: nothing listens, so a fetch sent there is refused at once.
+REFUSING_PROXY = "http://127.0.0.1:9"
 LOCKS_DIR = "locks"
 DEPENDENCY_KEYS = ("dependencies", "devDependencies", "optionalDependencies", "peerDependencies")
 OTHER_LOCKS = {"pnpm-lock.yaml": "pnpm", "yarn.lock": "yarn", "bun.lockb": "bun", "bun.lock": "bun"}
@@ -54,8 +58,11 @@ _SHA1_INTEGRITY = re.compile(r"^sha1-[A-Za-z0-9+/]{27}=$")
 # A registry version exactly (what npm writes for one): no range, tag, URL, path or git spec.
 # What a package.json may ask the registry for when npm resolves a lock for it: a version, a range or
 # a tag, or an `npm:` alias of one. A path, URL, git host or `user/repo` would be fetched from
-# elsewhere, so it has no `:` or `/` outside the alias.
-_REGISTRY_SPEC = re.compile(rf"^(?:npm:{_NAME}@)?[0-9A-Za-z.^~<>=|*+ -]{{0,200}}$", re.IGNORECASE)
+# elsewhere, so it has no `:` or `/` outside the alias (and no `\n`: `$` would let one end it).
+# npm reads a spec that starts with `.` or ends in `.tgz`/`.tar`/`.tar.gz` as a local path: neither.
+_REGISTRY_SPEC = re.compile(
+    rf"^(?!\.)(?!.*\.(?:tgz|tar|tar\.gz)$)(?:npm:{_NAME}@)?[0-9A-Za-z.^~<>=|*+ -]{{0,200}}$", re.IGNORECASE
+)
 _EXACT_VERSION = re.compile(r"^\d{1,9}\.\d{1,9}\.\d{1,9}(?:-[0-9A-Za-z.-]{1,64})?(?:\+[0-9A-Za-z.-]{1,64})?$")
 
 
@@ -149,7 +156,7 @@ def resolve_lock(project: Path, node: NodeToolchain = SYSTEM_NODE) -> bytes:
     locks.mkdir(parents=True, exist_ok=True)
     with file_lock(locks / f".lock-{cached.stem}"):
         if not cached.is_file():
-            lock = _resolve(package_json, node)
+            lock = _resolve(package_json, node, registry)
             check_lock(lock, registry)
             staged = cached.with_suffix(".tmp")
             staged.write_bytes(lock)
@@ -176,12 +183,49 @@ def check_manifest(package_json: bytes) -> dict[str, Any]:
         for name, spec in deps.items():
             if not isinstance(spec, str) or not re.fullmatch(_NAME, str(name), re.IGNORECASE):
                 raise NodeEnvError(f"package.json: {key} {str(name)[:100]!r} is not a registry package")
-            if not _REGISTRY_SPEC.match(spec):
+            if not _REGISTRY_SPEC.fullmatch(spec):
                 raise NodeEnvError(f"package.json: {key} {name} {spec[:100]!r} is not a registry version or range")
     return data
 
 
-def _resolve(package_json: bytes, node: NodeToolchain) -> bytes:
+def _resolve_env(node: NodeToolchain, registry: str) -> dict[str, str]:
+    """npm's environment for a resolution, fenced: npm follows every dependency of every package it
+    resolves, and a registry package may name a git repository (npm would run git, and ssh, on this
+    host) or a tarball anywhere. Git is /bin/false; unless the host reaches the registry through a
+    proxy of its own, every host but the registry's goes to a proxy that refuses the connection."""
+    env = _npm_env(node) | {
+        "npm_config_git": "/bin/false",
+        "GIT_SSH_COMMAND": "/bin/false",
+        "GIT_TERMINAL_PROMPT": "0",
+        # A refused fetch is retried; with npm's defaults (10-60 s) a fenced one takes over a minute to fail.
+        "npm_config_fetch_retry_mintimeout": "1000",
+        "npm_config_fetch_retry_maxtimeout": "5000",
+    }
+    if not _proxy_configured(node):
+        host = urllib.parse.urlsplit(registry).hostname or ""
+        env |= {
+            "npm_config_proxy": REFUSING_PROXY,
+            "npm_config_https_proxy": REFUSING_PROXY,
+            "npm_config_noproxy": host,
+        }
+    return env
+
+
+@functools.cache
+def _proxy_configured(node: NodeToolchain) -> bool:
+    """Whether npm reaches the registry through a proxy the host set (its environment or npm's config)."""
+    if any(os.environ.get(name) for name in ("https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY")):
+        return True
+    for key in ("proxy", "https-proxy"):
+        done = subprocess.run(  # noqa: S603 - a fixed argv
+            [*node.npm_argv(), "config", "get", key], capture_output=True, text=True, timeout=60, check=False
+        )
+        if done.stdout.strip() not in ("", "null", "undefined"):
+            return True
+    return False
+
+
+def _resolve(package_json: bytes, node: NodeToolchain, registry: str) -> bytes:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="crucible-resolve-") as staging:
         (Path(staging) / "package.json").write_bytes(package_json)
@@ -193,7 +237,7 @@ def _resolve(package_json: bytes, node: NodeToolchain) -> bytes:
                 capture_output=True,
                 text=True,
                 timeout=INSTALL_TIMEOUT_S,
-                env=_npm_env(node),
+                env=_resolve_env(node, registry),
                 check=False,
             )
         except subprocess.TimeoutExpired:

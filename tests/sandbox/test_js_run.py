@@ -8,9 +8,12 @@ node or npm is not installed at all.
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
 import socket
+import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -354,12 +357,57 @@ def test_a_project_without_a_lock_runs_on_the_lock_npm_resolves_once(
         ({"dependencies": ["a"]}, "not an object"),
         ({"workspaces": ["packages/*"]}, "workspaces"),
         ({"overrides": {"a": "file:../x"}}, "overrides"),
+        # npm reads these as local paths: a folder (`..` is the parent of where npm runs) or a tarball.
+        ({"dependencies": {"a": ".."}}, "not a registry version"),
+        ({"dependencies": {"a": "."}}, "not a registry version"),
+        ({"dependencies": {"a": "a.tgz"}}, "not a registry version"),
+        ({"dependencies": {"a": "x.TAR"}}, "not a registry version"),
+        ({"dependencies": {"a": "x.tar.gz"}}, "not a registry version"),
+        ({"dependencies": {"a": "1.0.0\n"}}, "not a registry version"),
         ([], "not an object"),
     ],
 )
 def test_a_package_json_npm_would_resolve_outside_the_registry_is_refused(manifest: object, why: str) -> None:
     with pytest.raises(NodeEnvError, match=why):
         check_manifest(json.dumps(manifest).encode())
+
+
+def test_npm_resolving_a_lock_fetches_nothing_but_the_registry(tmp_path: Path) -> None:
+    """A registry package may depend on a git repository or a tarball anywhere (eth-sig-util 1.4.2
+    names a GitHub repository over git+https, which npm would reach with git and ssh on this host).
+    The fence is on npm itself, so it is attacked here with such dependencies at the root, past
+    check_manifest: neither is fetched, and a local server sees no request."""
+    registry = node_env.configured_registry()
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "package.json").write_text('{"name": "gdep", "version": "1.0.0"}')
+    for argv in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(source), *argv], check=True, capture_output=True, timeout=60)
+    by_git = json.dumps({"name": "w", "version": "1.0.0", "dependencies": {"gdep": f"git+file://{source}"}})
+    with pytest.raises(NodeEnvError, match="could not resolve"):
+        node_env._resolve(by_git.encode(), node_env.SYSTEM_NODE, registry)
+    if node_env._proxy_configured(node_env.SYSTEM_NODE):
+        pytest.skip("npm reaches the registry through the host's proxy: other hosts are not fenced off")
+    hits: list[str] = []
+
+    class Counting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            self.send_error(404)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/{tmp_path.name}.tgz"  # never in npm's cache
+        by_url = json.dumps({"name": "w", "version": "1.0.0", "dependencies": {"gdep": url}})
+        with pytest.raises(NodeEnvError, match="could not resolve"):
+            node_env._resolve(by_url.encode(), node_env.SYSTEM_NODE, registry)
+    finally:
+        server.shutdown()
+    assert hits == []
 
 
 def test_registry_ranges_tags_and_aliases_are_resolved() -> None:
