@@ -3,6 +3,7 @@ FAIL_TO_PASS, PASS_TO_PASS and flaky lists they make (tasks.validation puts them
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -82,6 +83,19 @@ def _is_module(name: str, patterns: Collection[str]) -> bool:
     return name not in ("conftest.py", "__init__.py") and any(fnmatch(name, pattern) for pattern in patterns)
 
 
+# A terminal colour or cursor code: ts-jest prints TypeScript's diagnostics with them.
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_NAMES_ERROR = re.compile(r"\berror\b|Error\b")
+
+
+def headline(message: str) -> str:
+    """The line of a collection error that says what failed: the last that names an error (pytest's
+    `E   ImportError: ...`, TypeScript's `x.ts:52:19 - error TS2554: ...`), else the last line."""
+    lines = [line.strip() for line in _ANSI.sub("", message).splitlines() if line.strip()]
+    named = [line for line in lines if _NAMES_ERROR.search(line)]
+    return (named or lines or [""])[-1][:300]
+
+
 class Runner:
     """The validation runs of one task: outcomes per run, and the first reason to stop, as a Check."""
 
@@ -111,7 +125,7 @@ class Runner:
         evidence = [report.exec.stdout[-1000:], report.exec.stderr[-1000:]]
         broken = [node for node in report.collection_errors if self._counts(node)]
         if broken and patch is not None:
-            last = {node: (report.tests[node].message.strip().splitlines() or [""])[-1] for node in broken}
+            last = {node: headline(report.tests[node].message) for node in broken}
             shown = "; ".join(f"{node}: {line}" for node, line in list(last.items())[:3])
             reason = f"tests cannot be collected {side}: {shown}"
             checks.append(Check("collectable", False, reason, [*broken, *evidence]))

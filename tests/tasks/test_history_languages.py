@@ -24,6 +24,7 @@ from sandbox.go_run import find_toolchain
 from tasks.builders import git_history, lang_history
 from tasks.models import Task, TaskSuite
 from tasks.services import task_spec_for
+from tasks.validation_runs import headline
 
 pytestmark = pytest.mark.django_db
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -233,3 +234,19 @@ def test_the_gate_runs_a_newest_commit_without_a_lock_on_the_lock_npm_resolves(t
     assert gate.passed, gate.reason
     assert gate.environment.startswith("npm ci of the lock npm resolved, vitest"), gate.environment
     assert not (repo / "package-lock.json").exists()  # resolved into the gate's copy, never the repository
+
+
+def test_a_collection_errors_reason_names_the_error_without_terminal_colours() -> None:
+    # ts-jest's report of tough-cookie bddafec's test files (a type error in the code they import),
+    # as Jest's message holds it: the last line is the colour codes of an underline.
+    message = (
+        "\x1b[96mlib/validators.ts\x1b[0m:\x1b[93m52\x1b[0m:\x1b[93m19\x1b[0m - \x1b[91merror\x1b[0m\x1b[90m "
+        "TS2554: \x1b[0mExpected 2 arguments, but got 1.\n\n    \x1b[7m52\x1b[0m   return toString.call(data);\n"
+        "    \x1b[7m  \x1b[0m \x1b[91m                  ~~~~~~~~~~\x1b[0m\n        Arguments for the rest parameter "
+        "'args' were not provided.\n    \x1b[7m   \x1b[0m \x1b[96m\n"
+    )
+    assert headline(message) == "lib/validators.ts:52:19 - error TS2554: Expected 2 arguments, but got 1."
+    assert headline("t.py:1: in <module>\n    import y\nE   ModuleNotFoundError: No module named 'y'\n") == (
+        "E   ModuleNotFoundError: No module named 'y'"
+    )
+    assert headline("just one line\n\n") == "just one line" and headline("") == ""
