@@ -23,7 +23,8 @@ from pathlib import Path, PurePosixPath
 from core.vocabulary import Detector, Termination
 from rewards.anticheat import Flag
 from rewards.anticheat.flags import listed
-from rewards.anticheat.lang_scan import scan_lang_sources, scan_runner_config
+from rewards.anticheat.lang_config import scan_runner_config
+from rewards.anticheat.lang_scan import scan_lang_sources
 from rewards.breakdown import ExpectationsPart
 from rewards.lang_expectations import (
     MAX_CHANGES_SHOWN,

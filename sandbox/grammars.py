@@ -22,12 +22,13 @@ import bisect
 import functools
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import tree_sitter_go
 import tree_sitter_javascript
 import tree_sitter_typescript
-from tree_sitter import Language, Node, Parser, Query, QueryCursor, Tree
+from tree_sitter import Language, Node, Parser, Tree
 
 GO, JAVASCRIPT, TYPESCRIPT, TSX = "go", "javascript", "typescript", "tsx"
 GRAMMARS = {
@@ -68,18 +69,61 @@ def parse(path: str, data: bytes, *, strict: bool = True) -> Tree | None:
     return None if strict and tree.root_node.has_error else tree
 
 
-# What `blanked` reads: comments, string literals, and a template literal's `${...}`, which is code.
-_LITERAL_QUERIES = {
-    GO: "(comment) @comment [(interpreted_string_literal) (raw_string_literal) (rune_literal)] @string",
-    JAVASCRIPT: "[(comment) (html_comment)] @comment [(string) (template_string)] @string",
-    TYPESCRIPT: "(comment) @comment [(string) (template_string)] @string",
-    TSX: "(comment) @comment [(string) (template_string)] @string",
-}
+# Literals whose text is data, not code: kept whole as one token. A template literal is not among
+# them: its `${...}` is code, read token by token, and only its text is blanked.
+_WHOLE = frozenset({"string", "regex", "interpreted_string_literal", "raw_string_literal", "rune_literal"})
+_BLANKED = frozenset({"string", "interpreted_string_literal", "raw_string_literal", "rune_literal"})
+_ESCAPE = re.compile(r"\\u(?:\{([0-9a-fA-F]{1,6})\}|([0-9a-fA-F]{4}))")
 
 
-@functools.cache
-def _literals(name: str) -> Query:
-    return Query(language(name), _LITERAL_QUERIES[name])
+@dataclass(frozen=True)
+class _Reading:
+    """One walk of a file's tree (byte offsets): its comments, the string text a skeleton blanks,
+    and its other tokens in order, each (text, line, byte span)."""
+
+    comments: list[tuple[int, int]]
+    literals: list[tuple[int, int]]
+    tokens: list[tuple[str, int, tuple[int, int]]]
+
+
+@functools.lru_cache(maxsize=4)
+def _reading(path: str, source: str) -> _Reading | None:
+    """`source` read by `path`'s grammar, once for `blanked` and `flattened` both. The walk keeps
+    its own stack: a query cursor took 4 s over 100 KB of nested parentheses."""
+    tree = parse(path, source.encode("utf-8"), strict=False) if grammar_for(path) else None
+    if tree is None:
+        return None
+    reading = _Reading([], [], [])
+    stack: list[Node] = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.type in _COMMENTS:
+            reading.comments.append((node.start_byte, node.end_byte))
+            continue
+        if node.type in _BLANKED or node.type == "template_string":
+            reading.literals.extend(_text_of(node))
+        if node.child_count and node.type not in _WHOLE:
+            stack.extend(reversed(node.children))
+            continue
+        text = (node.text or b"").decode("utf-8", "replace")
+        if node.type.endswith("identifier") and "\\u" in text:
+            text = _ESCAPE.sub(lambda m: _char(m[1] or m[2]), text)
+        if text in ("(", "[") and reading.tokens and reading.tokens[-1][0] == "?.":
+            reading.tokens.pop()  # `a?.(x)` calls as `a(x)` does, `a?.[k]` indexes as `a[k]`
+        if text:
+            reading.tokens.append((text, node.start_point.row + 1, (node.start_byte, node.end_byte)))
+    return reading
+
+
+def _text_of(literal: Node) -> list[tuple[int, int]]:
+    """The byte spans of a literal's text between its quotes, a template's `${...}` left out."""
+    spans, inside = [], literal.start_byte + 1  # past the opening quote
+    for child in literal.children if literal.type == "template_string" else []:
+        if child.type == "template_substitution":
+            spans.append((inside, child.start_byte))
+            inside = child.end_byte
+    spans.append((inside, max(inside, literal.end_byte - 1)))
+    return spans
 
 
 def blanked(path: str, source: str) -> tuple[str, str] | None:
@@ -90,27 +134,74 @@ def blanked(path: str, source: str) -> tuple[str, str] | None:
 
     A lexer cannot tell a regular expression literal from a division or a comment: `/\\/*/` opens a
     comment to it, and whatever follows is hidden from a scan of the code. The grammar can."""
-    name = grammar_for(path)
-    if name is None:
+    reading = _reading(path, source)
+    if reading is None:
         return None
-    data = source.encode("utf-8")
-    tree = parse(path, data, strict=False)
-    if tree is None:
-        return None
-    char_at = _char_offsets(source, data)
+    char_at = _char_offsets(source, source.encode("utf-8"))
     code, skeleton = list(source), list(source)
-    captures = QueryCursor(_literals(name)).captures(tree.root_node)
-    for node in captures.get("comment", []):
-        _blank(code, source, char_at(node.start_byte), char_at(node.end_byte))
-        _blank(skeleton, source, char_at(node.start_byte), char_at(node.end_byte))
-    for node in captures.get("string", []):
-        inside = node.start_byte + 1  # past the opening quote
-        for child in node.children:
-            if child.type == "template_substitution":
-                _blank(skeleton, source, char_at(inside), char_at(child.start_byte))
-                inside = child.end_byte
-        _blank(skeleton, source, char_at(inside), char_at(max(inside, node.end_byte - 1)))
+    for start, end in reading.comments:
+        _blank(code, source, char_at(start), char_at(end))
+        _blank(skeleton, source, char_at(start), char_at(end))
+    for start, end in reading.literals:
+        _blank(skeleton, source, char_at(start), char_at(end))
     return "".join(code), "".join(skeleton)
+
+
+@dataclass(frozen=True)
+class Flat:
+    """A file's code as one line of tokens (`flattened`): `text`, and for each token where it is in
+    `text` (`starts`, `ends`), its line in the source (`lines`) and its byte range there (`spans`)."""
+
+    text: str
+    starts: list[int]
+    ends: list[int]
+    lines: list[int]
+    spans: list[tuple[int, int]]
+
+    def line_at(self, offset: int) -> int:
+        """The source line of the token at `offset` of `text`."""
+        return self.lines[max(0, bisect.bisect_right(self.starts, offset) - 1)] if self.lines else 1
+
+    def between(self, start_byte: int, end_byte: int) -> tuple[int, int]:
+        """Where in `text` the tokens inside the source's byte range [start_byte, end_byte) are."""
+        first = bisect.bisect_left(self.spans, (start_byte, -1))
+        last = bisect.bisect_left(self.spans, (end_byte, -1)) - 1
+        while last >= first and self.spans[last][1] > end_byte:
+            last -= 1
+        return (self.starts[first], self.ends[last]) if last >= first else (0, 0)
+
+
+def flattened(path: str, source: str) -> Flat | None:
+    """The file's tokens without comments, in one line, with no space between them but one between
+    two word characters (`return true`, `func init(){`): what a line pattern reads as `process.exit(`
+    however the file spells it. The layout a patch can choose goes: line breaks and any white space
+    between tokens (JavaScript's U+FEFF, U+2028, vertical tab among them), `?.` read as `.`, and a
+    `\\u0065` escape in a name read as the letter it is. None when no grammar reads the file."""
+    reading = _reading(path, source)
+    if reading is None:
+        return None
+    parts: list[str] = []
+    starts, ends, size = [], [], 0
+    for text, _, _ in reading.tokens:
+        piece = "." if text == "?." else text
+        if parts and _word(parts[-1][-1]) and _word(piece[0]):
+            parts.append(" ")
+            size += 1
+        starts.append(size)
+        parts.append(piece)
+        size += len(piece)
+        ends.append(size)
+    lines = [line for _, line, _ in reading.tokens]
+    return Flat("".join(parts), starts, ends, lines, [span for _, _, span in reading.tokens])
+
+
+def _word(char: str) -> bool:
+    return char.isalnum() or char in ("_", "$")
+
+
+def _char(code: str) -> str:
+    value = int(code, 16)
+    return chr(value) if value <= 0x10FFFF else "?"
 
 
 def _blank(chars: list[str], source: str, start: int, end: int) -> None:

@@ -1,9 +1,11 @@
 """Static evidence over a Go or JavaScript patch: what a patch to such a task may not do to its run.
 
 The pytest path reads Python's syntax tree (rewards.anticheat.detectors); Go and JavaScript code
-is read here twice, by a small lexer and by the file's tree-sitter grammar (sandbox.grammars.blanked:
-comments blanked, string literals kept), with line patterns, over the changed files as they stand
-after the patch. A finding the base version of a file already had,
+is read here three ways, over the changed files as they stand after the patch: line patterns over
+the file as a small lexer reads it and as its tree-sitter grammar reads it (sandbox.grammars.blanked:
+comments blanked, string literals kept), and token patterns over its code as one line of tokens
+(sandbox.grammars.flattened: a cheat spelled across lines, with odd white space, `?.` or an escaped
+name reads as itself there). A finding the base version of a file already had,
 on the same line text, is the repository's own and is left out.
 
 What it looks for, by family (docs/reward-threat-model.md, "Go and JavaScript patches"):
@@ -19,11 +21,7 @@ What it looks for, by family (docs/reward-threat-model.md, "Go and JavaScript pa
 - answer oracles: code under test that names the tests (`*_test.go`, `*.test.*`, `__tests__`,
   the task's tests folder, a `//go:embed` that takes them in), or finds its caller's file
   (`runtime.Caller`, an `Error().stack`) and reads files;
-- runner configuration: a `replace` or `toolchain` directive in `go.mod`, `go.work`, vendored
-  modules, `node_modules/`, Vitest/Jest/Vite configuration, `tsconfig` paths, the test keys of
-  `package.json`. The runner ignores or restores every one of these (tasks.lang_tests); the flag
-  says the patch tried;
-- test edits: a file written where a hidden test goes (the hidden file replaces it).
+- runner configuration and test edits: rewards.anticheat.lang_config.
 
 A static read does not see a name built at run time (a string assembled from pieces). A regular
 expression literal that reads as a comment to the lexer (`/\\/*/`) does not hide the code after it:
@@ -34,15 +32,12 @@ through the spec's policies; the run itself is what the reward believes.
 from __future__ import annotations
 
 import bisect
-import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from core.vocabulary import Detector
-from patches import FilePatch
-from patches.model import LineKind
 from rewards.anticheat.files import read_bounded
 from rewards.anticheat.flags import Flag
 from rewards.anticheat.patterns import MAX_SNIPPET, MAX_SOURCE_BYTES
@@ -126,7 +121,8 @@ JS_RULES = (
     _rule(
         TAMPERING,
         "imports the test framework into the code under test",
-        r"""(from\s*|require\s*\(\s*|import\s*\(\s*)["']""" + JS_FRAMEWORKS + r"""["']""",
+        # `import "vitest"` (for its side effects) and a template literal's name load it as well.
+        r"""(from\s*|require\s*\(\s*|import\s*\(?\s*)["'`]""" + JS_FRAMEWORKS + r"""["'`]""",
     ),
     _rule(
         TAMPERING,
@@ -161,7 +157,8 @@ JS_RULES = (
     _rule(
         EXIT,
         "ends the process (a run that ends early reports what it had)",
-        r"\bprocess\s*\.\s*(exit|reallyExit|abort|kill)\s*\(|\bprocess\s*\.\s*exitCode\s*=",
+        r"\bprocess\s*\.\s*(exit|reallyExit|abort|kill)\s*\(|\bprocess\s*\.\s*exitCode\s*="
+        r"|\{[^{}]{0,200}\b(exit|reallyExit|abort|kill)\b[^{}]{0,200}\}\s*=\s*process\b",
     ),
     _rule(
         EQ,
@@ -202,29 +199,6 @@ JS_CALLER = re.compile(
 JS_READS = re.compile(
     r"\b(readFileSync|readFile|readdirSync|readdir|openSync|createReadStream|opendirSync|globSync)\s*\("
 )
-
-# Runner configuration a JavaScript repository could carry: the harness's run never reads it.
-JS_CONFIG = re.compile(
-    r"^(vitest|vite|jest|vitest\.workspace|vitest\.setup|jest\.setup|babel\.config|vitest\.projects)(\.[\w-]+)*\.(js|mjs|cjs|ts|mts|cts|json)$"
-    r"|^\.babelrc(\.\w+)?$|^\.swcrc$|^\.mocharc(\.\w+)?$|^\.npmrc$|^\.yarnrc(\.yml)?$|^\.pnpmfile\.cjs$|^bunfig\.toml$"
-)
-TSCONFIG = re.compile(r"^(tsconfig|jsconfig)([.\w-]*)\.json$")
-TSCONFIG_KEYS = re.compile(r"\"(paths|baseUrl|rootDirs|include|exclude|files|types|typeRoots|references|extends)\"")
-# package.json keys that configure the test runner, or how the repository's own modules resolve.
-PACKAGE_TEST_KEYS = (
-    "jest",
-    "vitest",
-    "mocha",
-    "ava",
-    "c8",
-    "nyc",
-    "imports",
-    "exports",
-    "type",
-    "browser",
-    "workspaces",
-)
-GO_MOD_DIRECTIVES = re.compile(r"^\s*(replace|toolchain|retract|godebug)\b|^\s*go\s+\d")
 
 
 @dataclass(frozen=True)
@@ -395,8 +369,47 @@ def findings_for(rel: str, source: str, language: str, tests_dest: str) -> list[
     if tree is not None and tree != views[0]:
         views.append(tree)
     if language == GO:
-        return [finding for view in views for finding in go_findings(source, view)]
-    return [finding for view in views for finding in js_findings(source, tests_dest, view)]
+        return [finding for view in views for finding in go_findings(source, view)] + flat_findings(rel, source, GO)
+    found = [finding for view in views for finding in js_findings(source, tests_dest, view)]
+    return found + flat_findings(rel, source, JAVASCRIPT)
+
+
+def flat_findings(rel: str, source: str, language: str) -> list[Finding]:
+    """The token patterns over the file's code as one line (sandbox.grammars.flattened): what a patch
+    spells across lines, with white space a line pattern does not take for it (U+FEFF, U+2028), `?.`
+    or an escaped name (`process\n  .\\u0065xit(7)`). Each finding is on its token's line."""
+    flat = grammars.flattened(rel, source)
+    if flat is None:
+        return []
+    raw = source.splitlines()
+
+    def at(detector: str, why: str, offset: int) -> Finding:
+        line = flat.line_at(offset)
+        return Finding(detector, why, line, raw[line - 1].strip() if line <= len(raw) else "")
+
+    if language != GO:
+        return [at(rule.detector, rule.why, m.start()) for rule in JS_RULES for m in rule.pattern.finditer(flat.text)]
+    found = []
+    if not flat.text.startswith("package main "):
+        found += [at(EXIT, "library code ends the process", m.start()) for m in GO_EXITS.finditer(flat.text)]
+    for start, end in _init_bodies(rel, source, flat):
+        body = flat.text[start:end]
+        why_exit = "init() ends the process: the test binary stops before or after forged results"
+        why_write = "init() writes to standard output, the stream go test reads its results from"
+        found += [at(TAMPERING, why_exit, start + m.start()) for m in GO_EXITS.finditer(body)]
+        found += [at(TAMPERING, why_write, start + m.start()) for m in GO_WRITES.finditer(body)]
+    return found
+
+
+def _init_bodies(rel: str, source: str, flat: grammars.Flat) -> list[tuple[int, int]]:
+    """Where each `func init()` body of a Go file is in its flattened text."""
+    tree = grammars.parse(rel, source.encode("utf-8"), strict=False)
+    bodies = []
+    for node in tree.root_node.children if tree else []:
+        name, body = node.child_by_field_name("name"), node.child_by_field_name("body")
+        if node.type == "function_declaration" and name is not None and name.text == b"init" and body is not None:
+            bodies.append(flat.between(body.start_byte, body.end_byte))
+    return bodies
 
 
 def _decoded(data: bytes | None) -> str | None:
@@ -435,80 +448,4 @@ def scan_lang_sources(workspace: Path, base: Path, paths: Iterable[str], languag
             seen.add(key)
             evidence = f"{finding.why}: {finding.snippet[:MAX_SNIPPET]}"
             flags.append(Flag(finding.detector, evidence, rel, finding.line))
-    return flags
-
-
-def _changed_lines(patch: FilePatch) -> Iterator[str]:
-    """The lines a patch adds or removes: a directive taken away changes the build as one added does."""
-    for hunk in patch.hunks:
-        for line in hunk.lines:
-            if line.kind in (LineKind.ADDED, LineKind.REMOVED):
-                yield line.text
-
-
-def _json_object(data: bytes | None) -> dict[str, object] | None:
-    if data is None:
-        return None
-    try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def _package_json_changes(before: dict[str, object] | None, after: dict[str, object] | None) -> list[str]:
-    """The test-configuration keys of package.json a patch changed (scripts' test entries included)."""
-    if after is None:
-        return ["package.json (no longer a JSON object)"] if before is not None else []
-    before = before or {}
-    changed = [k for k in PACKAGE_TEST_KEYS if before.get(k) != after.get(k)]
-    old, new = before.get("scripts"), after.get("scripts")
-    old = old if isinstance(old, dict) else {}
-    new = new if isinstance(new, dict) else {}
-    changed += [f"scripts.{k}" for k in sorted(set(old) | set(new)) if "test" in k and old.get(k) != new.get(k)]
-    return changed
-
-
-def scan_runner_config(
-    patches: Iterable[FilePatch], workspace: Path, base: Path, language: str, hidden: Iterable[str]
-) -> list[Flag]:
-    """Flags for what a patch did to the runner's inputs or the hidden tests' paths (kept or set aside).
-
-    Call it on the patched workspace before the runner files are put back from the base.
-    """
-    flags = []
-    hidden_paths = set(hidden)
-    for patch in patches:
-        for rel in patch.paths:
-            pure = PurePosixPath(rel)
-            name = pure.name
-            why = None
-            if rel in hidden_paths:
-                why = "writes where a hidden test goes (the hidden test replaces it)"
-            elif "node_modules" in pure.parts:
-                why = "node_modules: installed code, never the patch's"
-            elif language == GO and "vendor" in pure.parts:
-                why = "vendored modules (vendor/modules.txt switches the build to them)"
-            elif language == GO and name in ("go.work", "go.work.sum"):
-                why = "a Go workspace file (which modules build)"
-            elif language == GO and name == "go.mod":
-                directives = sorted(
-                    {m.group(1) or "go" for line in _changed_lines(patch) if (m := GO_MOD_DIRECTIVES.match(line))}
-                )
-                if directives:
-                    why = f"go.mod directives that choose what builds: {', '.join(directives)}"
-            elif language == JAVASCRIPT and JS_CONFIG.match(name):
-                why = "test runner, transform or package manager configuration"
-            elif language == JAVASCRIPT and TSCONFIG.match(name):
-                keys = sorted({m.group(1) for line in _changed_lines(patch) for m in TSCONFIG_KEYS.finditer(line)})
-                if keys:
-                    why = f"tsconfig settings that decide which files and paths resolve: {', '.join(keys)}"
-            elif language == JAVASCRIPT and name == "package.json":
-                after = _json_object(read_bounded(workspace, rel, MAX_SOURCE_BYTES)) if patch.new_path else None
-                keys = _package_json_changes(_json_object(read_bounded(base, rel, MAX_SOURCE_BYTES)), after)
-                if keys:
-                    why = f"package.json keys that configure the test run or module resolution: {', '.join(keys[:8])}"
-            if why is not None:
-                flags.append(Flag(CONFIG, f"changes {rel[:200]}: {why}", rel[:200]))
-                break
     return flags

@@ -65,13 +65,28 @@ def test_a_file_that_does_not_parse_has_no_shape() -> None:
 
 def test_blanked_reads_comments_and_strings_as_the_grammar_does_keeping_every_offset() -> None:
     source = 'const t = `é${"q" /* c */}`; const r = /a\\/*/; exit(0) // gone\n/* gone */ x\n'
-    code, skeleton = grammars.blanked("a.js", source)
+    read = grammars.blanked("a.js", source)
+    assert read is not None
+    code, skeleton = read
     assert len(code) == len(skeleton) == len(source) and code.count("\n") == source.count("\n")
     assert "gone" not in code and "exit(0)" in code and "/a\\/*/" in code  # the regex is code, not a comment
     assert '"q"' in code and "é" in code
     assert '${" "        }' in skeleton and "é" not in skeleton  # a template's ${...} stays code
-    go_code, go_skeleton = grammars.blanked("a.go", 'package a\nvar s = "x//" + `y` // c\n')
+    go = grammars.blanked("a.go", 'package a\nvar s = "x//" + `y` // c\n')
+    assert go is not None
+    go_code, go_skeleton = go
     assert go_code == 'package a\nvar s = "x//" + `y`     \n' and '"   " + ` `' in go_skeleton
     assert grammars.blanked("a.py", "x = 1") is None
     broken = grammars.blanked("a.ts", "let = ; // c\nexit(0)\n")  # recovered, not refused
     assert broken is not None and "// c" not in broken[0] and "exit(0)" in broken[0]
+
+
+def test_flattened_reads_a_cheat_however_it_is_laid_out() -> None:
+    source = "process\n  ?.exit?.(7); // no\nx.\\u0065xit(1)\ufeff; const s = 'a  b'; return true\n"
+    flat = grammars.flattened("a.js", source)
+    assert flat is not None
+    assert flat.text == "process.exit(7);x.exit(1);const s='a  b';return true"
+    assert flat.line_at(flat.text.index("exit(7)")) == 2 and flat.line_at(flat.text.index("x.exit")) == 3
+    go = grammars.flattened("a.go", "package a\nfunc init() {\n\tos .\n\tExit(7)\n}\n")
+    assert go is not None and go.text == "package a func init(){os.Exit(7)}"
+    assert grammars.flattened("a.py", "x = 1") is None
