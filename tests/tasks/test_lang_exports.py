@@ -224,24 +224,7 @@ def test_a_go_swebench_row_imports_back_as_the_same_go_task(tmp_path: Path) -> N
     clone = tmp_path / "repos" / "acme__numkit"
     shutil.copytree(task_dir / "repo_snapshot", clone)
     base = _commit(clone, "numkit")
-    work = tmp_path / "work"
-    shutil.copytree(clone, work)
-    shutil.copy(task_dir / "tests" / "lists_test.go", work / "lists" / "lists_test.go")
-    _git(work, "add", "-A")
-    test_patch = _git(work, "diff", "--cached") + "\n"
-    meta = json.loads((task_dir / "metadata.json").read_text())
-    row = {
-        "language": "go",
-        "instance_id": "acme__numkit-1",
-        "repo": "acme/numkit",
-        "base_commit": base,
-        "patch": (task_dir / "expected_patch").read_text(),
-        "test_patch": test_patch,
-        "problem_statement": (task_dir / "task.md").read_text(),
-        "FAIL_TO_PASS": json.dumps(meta["fail_to_pass"]),
-        "PASS_TO_PASS": json.dumps(meta["pass_to_pass"]),
-        "test_cmd": "go test -json ./...",
-    }
+    row = _row(task_dir, clone, base, "lists/lists_test.go", language="go", test_cmd="go test -json ./...")
     given = tmp_path / "given.jsonl"
     given.write_text(json.dumps({**row, "language": "cobol"}) + "\n")
     with pytest.raises(CommandError, match="language must be one of"):
@@ -260,6 +243,28 @@ def test_a_go_swebench_row_imports_back_as_the_same_go_task(tmp_path: Path) -> N
     version = task.version
     call_command("import_tasks", str(exported), "--repos", str(tmp_path / "repos"), "--suite", "swe-go", verbosity=0)
     assert Task.objects.get(task_id="acme__numkit-1").version == version and Task.objects.count() == 1
+
+
+def _row(task_dir: Path, clone: Path, base: str, test: str, **fields: str) -> dict[str, str]:
+    """A SWE-bench row of the demo task at `task_dir`, whose base is `base` in `clone` (owner__name):
+    its hidden test, at `test` in the repository, is the row's test_patch."""
+    work = clone.parent.parent / f"work-{clone.name}"
+    shutil.copytree(clone, work)
+    (work / test).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(task_dir / "tests" / Path(test).name, work / test)
+    _git(work, "add", "-A")
+    meta = json.loads((task_dir / "metadata.json").read_text())
+    return {
+        "instance_id": f"{clone.name}-1",
+        "repo": clone.name.replace("__", "/"),
+        "base_commit": base,
+        "patch": (task_dir / "expected_patch").read_text(),
+        "test_patch": _git(work, "diff", "--cached") + "\n",
+        "problem_statement": (task_dir / "task.md").read_text(),
+        "FAIL_TO_PASS": json.dumps(meta["fail_to_pass"]),
+        "PASS_TO_PASS": json.dumps(meta["pass_to_pass"]),
+        **fields,
+    }
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -285,24 +290,7 @@ def test_a_javascript_row_whose_base_has_no_lock_carries_the_resolved_one_there_
     lock = (clone / "package-lock.json").read_text()
     (clone / "package-lock.json").unlink()
     base = _commit(clone, "kit")
-    work = tmp_path / "work"
-    shutil.copytree(clone, work)
-    (work / "test").mkdir(exist_ok=True)
-    shutil.copy(task_dir / "tests" / "kit.test.js", work / "test" / "kit.test.js")
-    _git(work, "add", "-A")
-    meta = json.loads((task_dir / "metadata.json").read_text())
-    row = {
-        "language": "javascript",
-        "instance_id": "acme__kit-1",
-        "repo": "acme/kit",
-        "base_commit": base,
-        "patch": (task_dir / "expected_patch").read_text(),
-        "test_patch": _git(work, "diff", "--cached") + "\n",
-        "problem_statement": (task_dir / "task.md").read_text(),
-        "FAIL_TO_PASS": json.dumps(meta["fail_to_pass"]),
-        "PASS_TO_PASS": json.dumps(meta["pass_to_pass"]),
-        "package_lock": lock,
-    }
+    row = _row(task_dir, clone, base, "test/kit.test.js", language="javascript", package_lock=lock)
     given = tmp_path / "given.jsonl"
     forged = json.loads(lock)
     first = next(k for k in forged["packages"] if k)
