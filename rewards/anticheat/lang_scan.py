@@ -355,10 +355,11 @@ def _caller_and_reads(lines: list[str], caller: re.Pattern[str], reads: re.Patte
 
 
 def findings_for(rel: str, source: str, language: str, tests_dest: str) -> list[Finding]:
-    """What the file shows read both ways: by the lexer, and by its tree-sitter grammar. A regular
-    expression literal such as `/\\/*/` opens a comment to the lexer and hides the code after it;
-    the grammar reads it, and where a file does not parse cleanly the lexer still reads all of it.
-    A finding either reading makes counts (scan_lang_sources drops the repeats)."""
+    """What the file shows read three ways: line patterns as the lexer and as its tree-sitter grammar
+    read it, and token patterns over its code as one line (flat_findings). A regular expression
+    literal such as `/\\/*/` opens a comment to the lexer and hides the code after it; the grammar
+    reads it, and where a file does not parse cleanly the lexer still reads all of it. A finding any
+    reading makes counts (scan_lang_sources drops the repeats)."""
     if language == GO and rel.endswith(".go"):
         views = [lex(source, GO)]
     elif language != GO and rel.endswith(JS_SUFFIXES):
